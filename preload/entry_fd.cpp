@@ -1,0 +1,88 @@
+// Entry points that close, duplicate and control fds.
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <cstdarg>
+
+#include "preload/entry_common.hpp"
+
+using namespace vsock;
+using vsock::preload::ErrnoKeeper;
+using vsock::preload::real;
+
+VSOCK_EXPORT int close(int fd) {
+  // Forget first: once the kernel has closed the fd, its number may be
+  // handed to a socket another thread is creating.
+  if (!sys::in_library()) {
+    ErrnoKeeper keep;
+    sock::forget_fd(fd);
+  }
+  return real().close(fd);
+}
+
+VSOCK_EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
+  int rc = real().close_range(first, last, flags);
+  // CLOSE_RANGE_CLOEXEC only marks the fds; they stay open until exec.
+  if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC) && !sys::in_library()) {
+    ErrnoKeeper keep;
+    sock::forget_fd_range(first, last);
+  }
+  return rc;
+}
+
+VSOCK_EXPORT void closefrom(int lowfd) {
+  real().closefrom(lowfd);
+  if (lowfd >= 0 && !sys::in_library()) {
+    ErrnoKeeper keep;
+    sock::forget_fd_range(static_cast<unsigned int>(lowfd), ~0u);
+  }
+}
+
+namespace {
+
+int after_dup(int oldfd, int newfd) {
+  if (newfd >= 0 && !sys::in_library()) {
+    ErrnoKeeper keep;
+    sock::share_fd(oldfd, newfd);
+  }
+  return newfd;
+}
+
+bool is_dup_command(int cmd) { return cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC; }
+
+}  // namespace
+
+VSOCK_EXPORT int dup(int fd) { return after_dup(fd, real().dup(fd)); }
+
+VSOCK_EXPORT int dup2(int oldfd, int newfd) { return after_dup(oldfd, real().dup2(oldfd, newfd)); }
+
+VSOCK_EXPORT int dup3(int oldfd, int newfd, int flags) { return after_dup(oldfd, real().dup3(oldfd, newfd, flags)); }
+
+// fcntl's third argument is an int or a pointer; like glibc, pass it on as
+// a pointer-sized value.
+VSOCK_EXPORT int fcntl(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  int rc = real().fcntl(fd, cmd, arg);
+  return is_dup_command(cmd) ? after_dup(fd, rc) : rc;
+}
+
+VSOCK_EXPORT int fcntl64(int fd, int cmd, ...) {
+  va_list ap;
+  va_start(ap, cmd);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  int rc = real().fcntl64(fd, cmd, arg);
+  return is_dup_command(cmd) ? after_dup(fd, rc) : rc;
+}
+
+VSOCK_EXPORT int ioctl(int fd, unsigned long request, ...) {
+  va_list ap;
+  va_start(ap, request);
+  void* arg = va_arg(ap, void*);
+  va_end(ap);
+  return real().ioctl(fd, request, arg);
+}

@@ -1,0 +1,83 @@
+// Entry points that create, connect and describe sockets.
+#include <sys/socket.h>
+
+#include "preload/entry_common.hpp"
+
+using namespace vsock;
+using vsock::preload::ErrnoKeeper;
+using vsock::preload::real;
+
+VSOCK_EXPORT int socket(int domain, int type, int protocol) {
+  int fd = real().socket(domain, type, protocol);
+  if (fd >= 0 && !sys::in_library()) {
+    ErrnoKeeper keep;
+    sock::register_socket(fd, domain, type, protocol, sock::SocketRole::kUnknown);
+  }
+  return fd;
+}
+
+VSOCK_EXPORT int socketpair(int domain, int type, int protocol, int fds[2]) {
+  // Only AF_UNIX pairs exist: never offloaded, but the fd numbers may be reused.
+  int rc = real().socketpair(domain, type, protocol, fds);
+  if (rc == 0 && !sys::in_library()) {
+    ErrnoKeeper keep;
+    sock::register_socket(fds[0], domain, type, protocol, sock::SocketRole::kUnknown);
+    sock::register_socket(fds[1], domain, type, protocol, sock::SocketRole::kUnknown);
+  }
+  return rc;
+}
+
+VSOCK_EXPORT int bind(int fd, const sockaddr* addr, socklen_t len) { return real().bind(fd, addr, len); }
+
+VSOCK_EXPORT int listen(int fd, int backlog) {
+  int rc = real().listen(fd, backlog);
+  if (rc == 0 && !sys::in_library()) {
+    if (sock::SocketRef s = sock::lookup_socket(fd)) s->role.store(sock::SocketRole::kListener);
+  }
+  return rc;
+}
+
+namespace {
+
+int register_accepted(int listen_fd, int fd) {
+  if (fd < 0 || sys::in_library()) return fd;
+  ErrnoKeeper keep;
+  if (sock::SocketRef listener = sock::lookup_socket(listen_fd))
+    sock::register_socket(fd, listener->domain, listener->type, listener->protocol, sock::SocketRole::kAccepted);
+  else
+    sock::forget_fd(fd);  // a kernel-only listener (e.g. AF_UNIX): the new fd is kernel-only too
+  return fd;
+}
+
+}  // namespace
+
+VSOCK_EXPORT int accept(int fd, sockaddr* addr, socklen_t* len) {
+  return register_accepted(fd, real().accept(fd, addr, len));
+}
+
+VSOCK_EXPORT int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
+  return register_accepted(fd, real().accept4(fd, addr, len, flags));
+}
+
+VSOCK_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
+  int rc = real().connect(fd, addr, len);
+  if ((rc == 0 || errno == EINPROGRESS) && !sys::in_library()) {
+    ErrnoKeeper keep;
+    if (sock::SocketRef s = sock::lookup_socket(fd)) s->role.store(sock::SocketRole::kClient);
+  }
+  return rc;
+}
+
+VSOCK_EXPORT int shutdown(int fd, int how) { return real().shutdown(fd, how); }
+
+VSOCK_EXPORT int getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
+  return real().getsockopt(fd, level, name, value, len);
+}
+
+VSOCK_EXPORT int setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
+  return real().setsockopt(fd, level, name, value, len);
+}
+
+VSOCK_EXPORT int getsockname(int fd, sockaddr* addr, socklen_t* len) { return real().getsockname(fd, addr, len); }
+
+VSOCK_EXPORT int getpeername(int fd, sockaddr* addr, socklen_t* len) { return real().getpeername(fd, addr, len); }

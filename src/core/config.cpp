@@ -1,0 +1,162 @@
+#include "core/config.hpp"
+
+#include <fcntl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <mutex>
+
+namespace vsock::core {
+namespace {
+
+struct FileSetting {
+  std::string name, value;
+  int line;
+};
+
+std::vector<std::string_view> split_words(std::string_view line) {
+  std::vector<std::string_view> words;
+  size_t i = 0;
+  while (i < line.size()) {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
+    size_t start = i;
+    while (i < line.size() && line[i] != ' ' && line[i] != '\t' && line[i] != '\r') ++i;
+    if (i > start) words.push_back(line.substr(start, i - start));
+  }
+  return words;
+}
+
+// Parses the file into a profile choice, `set` lines and rules.
+void parse_file(std::string_view text, const std::string& name, std::string* profile,
+                std::vector<FileSetting>* sets, Config* config) {
+  int line_no = 0;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++line_no;
+    size_t hash = line.find('#');
+    if (hash != std::string_view::npos) line = line.substr(0, hash);
+    std::vector<std::string_view> words = split_words(line);
+    if (words.empty()) continue;
+    std::string where = name + ":" + std::to_string(line_no) + ": ";
+    if (words[0] == "profile") {
+      Profile p;
+      if (words.size() != 2 || !parse_profile(words[1], &p)) {
+        config->diagnostics.push_back(where + "expected 'profile latency|throughput|default'");
+        continue;
+      }
+      *profile = std::string(words[1]);
+    } else if (words[0] == "set") {
+      if (words.size() != 3) {
+        config->diagnostics.push_back(where + "expected 'set NAME VALUE'");
+        continue;
+      }
+      if (!is_setting_name(words[1]) || words[1] == "profile") {
+        config->diagnostics.push_back(where + "unknown setting '" + std::string(words[1]) + "'");
+        continue;
+      }
+      sets->push_back({std::string(words[1]), std::string(words[2]), line_no});
+    } else {
+      Rule rule;
+      std::string why;
+      if (!parse_rule(words, &rule, &why)) {
+        config->diagnostics.push_back(where + why + "; line ignored");
+        continue;
+      }
+      rule.line = line_no;
+      config->rules.push_back(std::move(rule));
+    }
+  }
+}
+
+}  // namespace
+
+Config build_config(EnvLookup env, const char* file_name, const std::string* file_text) {
+  Config config;
+  std::string profile;
+  std::vector<FileSetting> sets;
+  if (file_text != nullptr) {
+    config.file = file_name;
+    parse_file(*file_text, config.file, &profile, &sets, &config);
+  }
+  // The profile goes first: its bundle is the base the other settings adjust.
+  if (const char* p = env("VSOCK_PROFILE")) {
+    Profile parsed;
+    if (parse_profile(p, &parsed)) profile = p;
+    else config.diagnostics.push_back(std::string("VSOCK_PROFILE=") + p +
+                                      ": expected latency, throughput or default; using " +
+                                      (profile.empty() ? "default" : profile));
+  }
+  Profile chosen = Profile::kDefault;
+  if (!profile.empty()) parse_profile(profile, &chosen);
+  apply_profile(&config.settings, chosen);
+
+  for (const FileSetting& s : sets) {
+    std::string why;
+    if (!apply_setting(&config.settings, s.name, s.value, &why))
+      config.diagnostics.push_back(config.file + ":" + std::to_string(s.line) + ": " + s.name + " " + s.value +
+                                   ": " + why + "; keeping the previous value");
+  }
+  for (int i = 0; i < kSettingCount; ++i) {
+    std::string_view name = kSettingNames[i];
+    if (name == "profile") continue;
+    std::string var = env_name_of(name);
+    const char* value = env(var.c_str());
+    if (value == nullptr) continue;
+    std::string why;
+    if (!apply_setting(&config.settings, name, value, &why))
+      config.diagnostics.push_back(var + "=" + value + ": " + why + "; keeping the previous value");
+  }
+  return config;
+}
+
+namespace {
+
+// Reads a whole (small) file with raw system calls: read() is interposed.
+bool read_small_file(const char* path, std::string* out) {
+  long fd = ::syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[4096];
+  long n;
+  while ((n = ::syscall(SYS_read, fd, buf, sizeof buf)) > 0 && out->size() < (1u << 20))
+    out->append(buf, static_cast<size_t>(n));
+  ::syscall(SYS_close, fd);
+  return n >= 0;
+}
+
+const char* real_getenv(const char* name) { return std::getenv(name); }
+
+Config* load_process_config() {
+  const char* path = std::getenv("VSOCK_CONFIG");
+  bool explicit_path = path != nullptr && path[0] != '\0';
+  if (!explicit_path) path = kDefaultConfigFile;
+  std::string text;
+  bool have_file = read_small_file(path, &text);
+  auto* config = new Config(build_config(real_getenv, path, have_file ? &text : nullptr));
+  if (!have_file && explicit_path)
+    config->diagnostics.push_back(std::string("VSOCK_CONFIG=") + path + ": cannot read the file; using defaults");
+  log_set_level(config->settings.log_level);
+  if (!log_open_file(config->settings.log_file.c_str()))
+    config->diagnostics.push_back("VSOCK_LOG_FILE=" + config->settings.log_file +
+                                  ": cannot open for writing; logging to stderr");
+  // Bad settings are always reported, whatever the log level: once, on stderr.
+  for (const std::string& d : config->diagnostics) {
+    std::string line = "libvsock: configuration: " + d + "\n";
+    ::syscall(SYS_write, 2, line.data(), line.size());
+  }
+  return config;
+}
+
+}  // namespace
+
+const Config& config() {
+  // Never destroyed: sockets may be used by other libraries' destructors.
+  static Config* instance = load_process_config();
+  return *instance;
+}
+
+}  // namespace vsock::core

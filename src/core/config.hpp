@@ -1,0 +1,36 @@
+// Configuration: VSOCK_* environment variables over the rules file
+// (VSOCK_CONFIG, default /etc/libvsock.conf) over the profile bundle over
+// built-in defaults. Problems are collected as one-line diagnostics naming
+// the variable or file:line; the caller prints them once.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/rules.hpp"
+#include "core/settings.hpp"
+
+namespace vsock::core {
+
+struct Config {
+  Settings settings;
+  std::vector<Rule> rules;
+  std::string file;                      // the rules file that was read, if any
+  std::vector<std::string> diagnostics;  // one line each
+};
+
+// Looks up an environment variable; returns nullptr if unset.
+using EnvLookup = const char* (*)(const char* name);
+
+// Builds a Config from the given environment and rules-file text.
+// `file_text` may be null (no file); `file_name` is used in diagnostics.
+Config build_config(EnvLookup env, const char* file_name, const std::string* file_text);
+
+// The default location of the rules file when VSOCK_CONFIG is unset.
+inline constexpr const char* kDefaultConfigFile = "/etc/libvsock.conf";
+
+// The process-wide configuration, loaded on first use from the real
+// environment and file; diagnostics are printed to stderr once.
+const Config& config();
+
+}  // namespace vsock::core

@@ -1,0 +1,66 @@
+// Settings: every tunable of the library, with its name, range and default.
+// A setting is named the same everywhere: `spin_us` in the rules file is
+// VSOCK_SPIN_US in the environment (docs/configuration.md lists them all).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/log.hpp"
+
+namespace vsock::core {
+
+enum class Profile { kDefault, kLatency, kThroughput };
+enum class OffloadMode { kOffload, kKernel };
+
+struct Settings {
+  Profile profile = Profile::kDefault;
+  LogLevel log_level = LogLevel::kWarn;
+  std::string log_file;          // empty: stderr
+  bool stats = false;            // print counters at exit
+  std::string device;            // empty: first active verbs device
+  OffloadMode tcp = OffloadMode::kOffload;
+  OffloadMode udp = OffloadMode::kOffload;
+  // Profile-dependent bundle (profiles.cpp sets these together).
+  uint32_t spin_us = 50;               // busy-poll budget before sleeping
+  uint32_t inline_size = 128;          // sends up to this size go inline
+  uint32_t ring_size = 2u << 20;       // per-connection receive ring, bytes
+  uint32_t sq_depth = 256;             // send queue work requests
+  uint32_t rq_depth = 256;             // receive queue work requests
+  uint32_t signal_every = 16;          // request a completion every N sends
+  bool autocork = false;               // coalesce small writes
+  uint32_t cq_mod_count = 0;           // completion moderation (0: off)
+  uint32_t cq_mod_us = 0;
+  uint32_t upgrade_timeout_ms = 200;   // how long connect() waits for RDMA
+  uint32_t peer_fail_cache_s = 60;     // remember peers that cannot upgrade
+};
+
+// Applies `value` to the setting called `name` (lower-case, e.g. "spin_us").
+// On failure returns false and writes a one-line reason to *why.
+bool apply_setting(Settings* settings, std::string_view name, std::string_view value, std::string* why);
+
+// True if `name` is a setting apply_setting() knows.
+bool is_setting_name(std::string_view name);
+
+// Visits every setting name in table order (for docs checks and tests).
+template <class Fn>
+void for_each_setting_name(Fn fn);
+
+bool parse_profile(std::string_view text, Profile* out);
+const char* profile_name(Profile profile);
+
+// Sets the profile and the bundle of settings it implies (profiles.cpp).
+void apply_profile(Settings* settings, Profile profile);
+
+// Lower-case setting name -> environment variable name ("spin_us" -> "VSOCK_SPIN_US").
+std::string env_name_of(std::string_view setting_name);
+
+extern const char* const kSettingNames[];
+extern const int kSettingCount;
+
+template <class Fn>
+void for_each_setting_name(Fn fn) {
+  for (int i = 0; i < kSettingCount; ++i) fn(kSettingNames[i]);
+}
+
+}  // namespace vsock::core

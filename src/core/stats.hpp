@@ -1,0 +1,33 @@
+// Process-wide counters: incremented lock-free on the paths that decide,
+// read by vsock_stats_snapshot() and printed at exit with VSOCK_STATS=1.
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+namespace vsock::core {
+
+#define VSOCK_STAT_COUNTERS(X) \
+  X(tcp_sockets)               \
+  X(udp_sockets)               \
+  X(other_sockets)             \
+  X(kernel_by_rule)            \
+  X(kernel_no_device)          \
+  X(device_opened)             \
+  X(forks)
+
+enum class Stat : int {
+#define VSOCK_STAT_ENUM(name) name,
+  VSOCK_STAT_COUNTERS(VSOCK_STAT_ENUM)
+#undef VSOCK_STAT_ENUM
+  kCount
+};
+
+void stat_add(Stat stat, uint64_t amount = 1);
+void stat_set(Stat stat, uint64_t value);
+uint64_t stat_get(Stat stat);
+const char* stat_name(Stat stat);
+
+// Writes "libvsock[pid]: stats: name=value ..." to the log destination.
+void stats_print();
+
+}  // namespace vsock::core

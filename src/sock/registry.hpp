@@ -1,0 +1,47 @@
+// The registry: the fd table of SocketStates and the operations the entry
+// points perform on it when fds are created, duplicated and closed.
+#pragma once
+#include "sock/socket_state.hpp"
+
+namespace vsock::sock {
+
+// A counted reference to a SocketState; empty if the fd is not tracked.
+class SocketRef {
+ public:
+  SocketRef() = default;
+  explicit SocketRef(SocketState* state) : state_(state) {}
+  SocketRef(SocketRef&& other) noexcept : state_(other.state_) { other.state_ = nullptr; }
+  SocketRef& operator=(SocketRef&& other) noexcept;
+  SocketRef(const SocketRef&) = delete;
+  SocketRef& operator=(const SocketRef&) = delete;
+  ~SocketRef();
+
+  SocketState* get() const { return state_; }
+  SocketState* operator->() const { return state_; }
+  explicit operator bool() const { return state_ != nullptr; }
+
+ private:
+  SocketState* state_ = nullptr;
+};
+
+// True if (domain, type, protocol) names a socket the library may offload.
+bool is_offload_candidate(int domain, int type, int protocol);
+
+// Records a socket the kernel just created (socket, accept): a candidate
+// gets a fresh state; anything else is only counted. Replaces any stale
+// entry for the fd number.
+void register_socket(int fd, int domain, int type, int protocol, SocketRole role);
+
+// The state for fd, or an empty ref. Lock-free.
+SocketRef lookup_socket(int fd);
+
+// The fd was closed (close, dup2/dup3 onto it, close_range, closefrom).
+void forget_fd(int fd);
+
+// newfd now refers to what oldfd refers to (dup, dup2, dup3, F_DUPFD).
+void share_fd(int oldfd, int newfd);
+
+// Forgets every fd in [first, last] (close_range, closefrom).
+void forget_fd_range(unsigned int first, unsigned int last);
+
+}  // namespace vsock::sock

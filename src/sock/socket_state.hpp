@@ -1,0 +1,31 @@
+// SocketState: what the library knows of one kernel socket that could be
+// offloaded (an AF_INET/AF_INET6 stream or datagram socket). Every fd that
+// refers to the same open socket (after dup) points to the same state.
+//
+// Lifetime: states live in a type-stable pool and are recycled, never freed,
+// so a reader that loaded a pointer from the fd table can always touch its
+// reference count; it then re-checks the table (see registry.cpp).
+#pragma once
+#include <atomic>
+#include <cstdint>
+
+namespace vsock::sock {
+
+enum class SocketRole : uint8_t { kUnknown, kClient, kListener, kAccepted };
+
+// Why a socket is on the kernel path. (Issue 3 adds the RDMA path.)
+enum class KernelReason : uint8_t { kUndecided, kRule, kNoDevice };
+
+struct SocketState {
+  int domain = 0;
+  int type = 0;  // SOCK_STREAM or SOCK_DGRAM, flags removed
+  int protocol = 0;
+  std::atomic<SocketRole> role{SocketRole::kUnknown};
+  std::atomic<KernelReason> kernel_reason{KernelReason::kUndecided};
+
+  // Number of fd-table slots plus live SocketRefs pointing here; 0 = in pool.
+  std::atomic<uint32_t> refs{0};
+  SocketState* next_free = nullptr;  // pool link, guarded by the pool lock
+};
+
+}  // namespace vsock::sock
