@@ -1,0 +1,28 @@
+#!/bin/bash
+# Under LD_PRELOAD, a bad setting is reported exactly once on stderr, naming
+# the variable or file:line, and the program still runs and exits as usual.
+set -uo pipefail
+preload=$1
+tmp=$(mktemp -d /tmp/vsock-config-test.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*"; echo "--- stderr:"; cat "$tmp/err"; exit 1; }
+
+# A program that opens sockets (so the library is exercised) and exits 3.
+prog=(python3 -c 'import socket,sys
+for _ in range(5): socket.socket().close()
+sys.exit(3)')
+
+env LD_PRELOAD="$preload" VSOCK_SPIN_US=fast "${prog[@]}" 2>"$tmp/err"
+[ $? = 3 ] || fail "exit status changed"
+[ "$(grep -c 'VSOCK_SPIN_US=fast: expected a number' "$tmp/err")" = 1 ] || fail "VSOCK_SPIN_US not reported exactly once"
+
+printf 'set ring_size 3000000\ntcp offload port=99999\n' > "$tmp/bad.conf"
+env LD_PRELOAD="$preload" VSOCK_CONFIG="$tmp/bad.conf" "${prog[@]}" 2>"$tmp/err"
+[ $? = 3 ] || fail "exit status changed (rules file)"
+[ "$(grep -c "$tmp/bad.conf:1: ring_size 3000000: must be a power of two" "$tmp/err")" = 1 ] || fail "file:1 not reported once"
+[ "$(grep -c "$tmp/bad.conf:2: bad port" "$tmp/err")" = 1 ] || fail "file:2 not reported once"
+
+env LD_PRELOAD="$preload" VSOCK_LOG_LEVEL=info VSOCK_PROFILE=latency "${prog[@]}" 2>"$tmp/err"
+grep -q 'info: libvsock .* loaded, profile latency' "$tmp/err" || fail "profile not applied or not logged"
+[ "$(grep -c configuration "$tmp/err")" = 0 ] || fail "good settings reported as bad"
+echo "configuration errors are reported once and never stop the program"
