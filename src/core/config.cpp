@@ -4,6 +4,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
 
@@ -143,15 +144,20 @@ Config* load_process_config() {
   if (!log_open_file(config->settings.log_file.c_str()))
     config->diagnostics.push_back("VSOCK_LOG_FILE=" + config->settings.log_file +
                                   ": cannot open for writing; logging to stderr");
-  // Bad settings are always reported, whatever the log level: once, on stderr.
-  for (const std::string& d : config->diagnostics) {
-    std::string line = "libvsock: configuration: " + d + "\n";
-    ::syscall(SYS_write, 2, line.data(), line.size());
-  }
   return config;
 }
 
 }  // namespace
+
+void report_config_problems() {
+  // Always reported, whatever the log level, on stderr, once per process.
+  static std::atomic<bool> reported{false};
+  if (reported.exchange(true)) return;
+  for (const std::string& d : config().diagnostics) {
+    std::string line = "libvsock[" + std::to_string(::syscall(SYS_getpid)) + "]: configuration: " + d + "\n";
+    ::syscall(SYS_write, 2, line.data(), line.size());
+  }
+}
 
 const Config& config() {
   // Never destroyed: sockets may be used by other libraries' destructors.

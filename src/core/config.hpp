@@ -30,7 +30,13 @@ Config build_config(EnvLookup env, const char* file_name, const std::string* fil
 inline constexpr const char* kDefaultConfigFile = "/etc/libvsock.conf";
 
 // The process-wide configuration, loaded on first use from the real
-// environment and file; diagnostics are printed to stderr once.
+// environment and file.
 const Config& config();
+
+// Prints config().diagnostics to stderr, the first time it is called in the
+// process. The library calls it when the program first creates a socket, so
+// only processes a setting affects report it (a shell running a pipeline
+// under LD_PRELOAD does not repeat it in every child).
+void report_config_problems();
 
 }  // namespace vsock::core

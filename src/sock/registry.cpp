@@ -7,6 +7,7 @@
 #include <mutex>
 #include <new>
 
+#include "core/config.hpp"
 #include "core/stats.hpp"
 #include "sock/fd_table.hpp"
 
@@ -90,6 +91,7 @@ bool is_offload_candidate(int domain, int type, int protocol) {
 }
 
 void register_socket(int fd, int domain, int type, int protocol, SocketRole role) {
+  core::report_config_problems();
   int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (!is_offload_candidate(domain, type, protocol)) {
     core::stat_add(core::Stat::other_sockets);

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Under LD_PRELOAD, a bad setting is reported exactly once on stderr, naming
+# Under LD_PRELOAD, a bad setting is reported exactly once on stderr (by the
+# first socket call of each process that uses sockets), naming
 # the variable or file:line, and the program still runs and exits as usual.
 set -uo pipefail
 preload=$1
@@ -8,7 +9,7 @@ trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; echo "--- stderr:"; cat "$tmp/err"; exit 1; }
 
 # A program that opens sockets (so the library is exercised) and exits 3.
-prog=(python3 -c 'import socket,sys
+prog=(/usr/bin/python3 -c 'import socket,sys
 for _ in range(5): socket.socket().close()
 sys.exit(3)')
 
@@ -25,4 +26,8 @@ env LD_PRELOAD="$preload" VSOCK_CONFIG="$tmp/bad.conf" "${prog[@]}" 2>"$tmp/err"
 env LD_PRELOAD="$preload" VSOCK_LOG_LEVEL=info VSOCK_PROFILE=latency "${prog[@]}" 2>"$tmp/err"
 grep -q 'info: libvsock .* loaded, profile latency' "$tmp/err" || fail "profile not applied or not logged"
 [ "$(grep -c configuration "$tmp/err")" = 0 ] || fail "good settings reported as bad"
+# Reported by the processes that use sockets: a shell running children that
+# do not is silent, the one child that does reports once.
+env LD_PRELOAD="$preload" VSOCK_SPIN_US=fast /bin/sh -c '/bin/true; /bin/true; "$@"; /bin/true' sh "${prog[@]}" 2>"$tmp/err"
+[ "$(grep -c 'VSOCK_SPIN_US=fast' "$tmp/err")" = 1 ] || fail "not reported exactly once in a process tree"
 echo "configuration errors are reported once and never stop the program"
