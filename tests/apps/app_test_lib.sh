@@ -1,0 +1,232 @@
+# Shared helpers for the real-program tests in tests/apps/ (sourced, not run).
+#
+# Every test runs both ends of a real program under LD_PRELOAD=$VSOCK_PRELOAD
+# on $VSOCK_TEST_ADDR (default 127.0.0.1), keeps its files in a temp dir under
+# /tmp, bounds every wait, and kills the servers it started by PID on exit.
+# Exit codes: 0 pass, 1 fail, 77 skipped (a program is not installed).
+
+set -u
+export TMPDIR=${TMPDIR:-/tmp}
+[ -n "$TMPDIR" ] || export TMPDIR=/tmp
+
+APP_ADDR=${VSOCK_TEST_ADDR:-127.0.0.1}
+APP_PYTHON=/usr/bin/python3
+APP_SERVER_PIDS=()
+APP_WORK=""
+
+app_log() { echo "[$(date +%T)] $*"; }
+
+app_fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+app_skip() {
+  echo "SKIPPED: $*"
+  exit 77
+}
+
+# Skips the test unless every named program is installed.
+app_require() {
+  local prog
+  for prog in "$@"; do
+    if ! command -v "$prog" >/dev/null 2>&1 && [ ! -x "$prog" ]; then
+      app_skip "$prog not installed"
+    fi
+  done
+}
+
+# True while PID is alive and not a zombie waiting to be reaped.
+app_is_running() {
+  local state
+  [ -r "/proc/$1/stat" ] || return 1
+  state=$(sed -e 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)
+  [ -n "$state" ] && [ "$state" != Z ] && [ "$state" != X ]
+}
+
+# Sends SIG (default TERM) to PID, waits up to SECS (default 10) for it to end,
+# then SIGKILLs it. Leaves the exit status in APP_STOP_STATUS.
+app_stop_pid() {
+  local pid=$1 sig=${2:-TERM} secs=${3:-10} i
+  APP_STOP_STATUS=0
+  kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; APP_STOP_STATUS=$?; return 0; }
+  kill -s "$sig" "$pid" 2>/dev/null
+  for ((i = 0; i < secs * 10; i++)); do
+    app_is_running "$pid" || break
+    sleep 0.1
+  done
+  if app_is_running "$pid"; then
+    echo "warning: PID $pid ignored SIG$sig for ${secs}s; killing it" >&2
+    kill -s KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid" 2>/dev/null
+  APP_STOP_STATUS=$?
+}
+
+# Waits up to SECS for PID to exit on its own; status in APP_STOP_STATUS.
+# Returns 1 (and leaves PID running) on timeout.
+app_wait_exit() {
+  local pid=$1 secs=$2 i
+  for ((i = 0; i < secs * 10; i++)); do
+    app_is_running "$pid" || break
+    sleep 0.1
+  done
+  app_is_running "$pid" && return 1
+  wait "$pid" 2>/dev/null
+  APP_STOP_STATUS=$?
+  return 0
+}
+
+app_cleanup() {
+  local pid
+  for pid in "${APP_SERVER_PIDS[@]}"; do
+    app_is_running "$pid" && app_stop_pid "$pid" TERM 5
+  done
+  if [ -n "$APP_WORK" ] && [ -d "$APP_WORK" ]; then
+    if [ "${VSOCK_TEST_KEEP:-0}" = 1 ]; then
+      echo "kept $APP_WORK"
+    else
+      rm -rf "$APP_WORK"
+    fi
+  fi
+}
+
+# Prints the per-process logs when the test fails, so CTest shows them.
+app_on_exit() {
+  local status=$? f
+  if [ "$status" -ne 0 ] && [ "$status" -ne 77 ] && [ -n "$APP_WORK" ] && [ -d "$APP_WORK" ]; then
+    for f in "$APP_WORK"/*.log; do
+      [ -f "$f" ] || continue
+      echo "---- $(basename "$f") (last 40 lines) ----" >&2
+      tail -n 40 "$f" >&2
+    done
+  fi
+  app_cleanup
+  exit "$status"
+}
+
+# app_init NAME: checks the environment and makes the temp dir $APP_WORK.
+app_init() {
+  [ -n "${VSOCK_PRELOAD:-}" ] || app_fail "VSOCK_PRELOAD is not set (run through ctest)"
+  local lib
+  for lib in ${VSOCK_PRELOAD//:/ }; do
+    [ -f "$lib" ] || app_fail "preload library $lib does not exist (build first)"
+  done
+  unset VSOCK_LOG_FILE
+  APP_WORK=$(mktemp -d "/tmp/vsock-app-$1.XXXXXX") || app_fail "mktemp failed"
+  trap app_on_exit EXIT
+  trap 'exit 130' INT TERM
+}
+
+# Is PORT (decimal) in use by any TCP or UDP socket, IPv4 or IPv6?
+app_port_in_use() {
+  local hex
+  hex=$(printf '%04X' "$1")
+  cat /proc/net/tcp /proc/net/tcp6 /proc/net/udp /proc/net/udp6 2>/dev/null |
+    awk -v p=":$hex" '{ if (substr($2, length($2) - 4) == p) found = 1 } END { exit !found }'
+}
+
+# Prints a port that is free for both TCP and UDP right now. Asks the kernel
+# for an ephemeral TCP port, checks UDP too; falls back to a port derived
+# from $$. Callers retry on a bind race (see app_start_server).
+app_free_port() {
+  local port="" i
+  if [ -x "$APP_PYTHON" ]; then
+    port=$("$APP_PYTHON" - <<'EOF' 2>/dev/null
+import socket
+for _ in range(50):
+    t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    t.bind(("127.0.0.1", 0))
+    port = t.getsockname()[1]
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        u.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        u.close()
+        t.close()
+    print(port)
+    break
+EOF
+)
+  fi
+  if [ -z "$port" ]; then
+    for ((i = 0; i < 100; i++)); do
+      port=$((20000 + ($$ * 7 + RANDOM + i * 131) % 30000))
+      app_port_in_use "$port" || break
+    done
+  fi
+  echo "$port"
+}
+
+# app_wait_port PROTO PORT PID SECS: waits until something listens on TCP PORT
+# (PROTO tcp) or is bound to UDP PORT (PROTO udp). Fails early if PID exits.
+app_wait_port() {
+  local proto=$1 port=$2 pid=$3 secs=$4 hex i files
+  hex=$(printf '%04X' "$port")
+  if [ "$proto" = tcp ]; then files="/proc/net/tcp /proc/net/tcp6"; else files="/proc/net/udp /proc/net/udp6"; fi
+  for ((i = 0; i < secs * 10; i++)); do
+    # shellcheck disable=SC2086
+    if cat $files 2>/dev/null | awk -v p=":$hex" -v tcp="$proto" \
+        '{ if (substr($2, length($2) - 4) == p && (tcp != "tcp" || $4 == "0A")) found = 1 } END { exit !found }'; then
+      return 0
+    fi
+    app_is_running "$pid" || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+# app_preloaded LOG CMD...: runs CMD in the foreground under the library, with
+# stats and the info log going to LOG (stderr); stdout is left alone.
+# Bounded by VSOCK_APP_CLIENT_TIMEOUT seconds (default 120).
+app_preloaded() {
+  local log=$1
+  shift
+  timeout -k 5 "${VSOCK_APP_CLIENT_TIMEOUT:-120}" \
+    env LD_PRELOAD="$VSOCK_PRELOAD" VSOCK_STATS=1 VSOCK_LOG_LEVEL=info "$@" 2>>"$log"
+}
+
+# app_start_server NAME PROTO CMD...: starts CMD (which must contain the word
+# @PORT@, replaced by a free port) in the background under the library, output
+# to $APP_WORK/NAME.log, and waits until it listens. Retries with another port
+# if the server dies first (a port race). Sets APP_PORT and APP_PID.
+app_start_server() {
+  local name=$1 proto=$2 attempt port arg
+  shift 2
+  local -a cmd
+  for ((attempt = 1; attempt <= 3; attempt++)); do
+    port=$(app_free_port)
+    [ -n "$port" ] || app_fail "no free port found"
+    cmd=()
+    for arg in "$@"; do cmd+=("${arg//@PORT@/$port}"); done
+    app_log "starting $name on $APP_ADDR:$port: ${cmd[*]}"
+    # timeout bounds the server's life even if this script is SIGKILLed; it
+    # forwards our SIGTERM/SIGINT to the server.
+    timeout -k 5 "${VSOCK_APP_SERVER_TIMEOUT:-300}" \
+      env LD_PRELOAD="$VSOCK_PRELOAD" VSOCK_STATS=1 VSOCK_LOG_LEVEL=info \
+      "${cmd[@]}" >>"$APP_WORK/$name.log" 2>&1 </dev/null &
+    APP_PID=$!
+    APP_SERVER_PIDS+=("$APP_PID")
+    APP_PORT=$port
+    if app_wait_port "$proto" "$port" "$APP_PID" 15; then
+      return 0
+    fi
+    app_stop_pid "$APP_PID" KILL 2
+    echo "warning: $name did not come up on port $port (attempt $attempt)" >&2
+  done
+  app_fail "$name did not start (see $name.log)"
+}
+
+# app_expect_loaded LOG WHAT [COUNTER]: proves the library was loaded in the
+# process(es) whose stderr went to LOG and that it saw at least one socket of
+# the kind COUNTER (default tcp_sockets) in one process.
+app_expect_loaded() {
+  local log=$1 what=$2 counter=${3:-tcp_sockets}
+  grep -Eq 'libvsock\[[0-9]+\]: info: libvsock [0-9.]+ loaded' "$log" ||
+    app_fail "$what: no 'libvsock ... loaded' line in $(basename "$log")"
+  grep -Eq "libvsock\[[0-9]+\]: stats:.* $counter=[1-9]" "$log" ||
+    app_fail "$what: no stats line with $counter>=1 in $(basename "$log")"
+  app_log "$what: library loaded, $(grep -Eo "stats:.* $counter=[0-9]+" "$log" | grep -Eo "$counter=[0-9]+" | sort -t= -k2 -n | tail -n1)"
+}
