@@ -1,0 +1,429 @@
+// vsock_bench: socket ping-pong latency and streaming throughput, run the same
+// way with and without libvsock preloaded (see bench/run.sh).
+//
+//   vsock_bench server [--addr A] [--port P] [--cpu N]
+//       Listens on TCP A:P (P=0: any free port) and binds UDP to the same
+//       port, prints "READY <port>" on stdout, serves until SIGTERM/SIGINT.
+//   vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call --port P [--addr A]
+//       [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N]
+//       Prints one line: "result test=... key=value ...".
+//
+// tcp-call times --iters recv(MSG_DONTWAIT) calls on a connected, empty TCP
+// socket (each fails with EAGAIN at once): the per-call cost of the socket
+// path, where an interposer's overhead shows without network noise.
+//
+// A TCP connection starts with a Hello naming the test; the server then echoes
+// (latency) or counts bytes until EOF and answers with the count (throughput).
+// Every blocking call has a timeout and the whole run an alarm, so a broken
+// peer ends the run with an error instead of a hang.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr uint32_t kHelloMagic = 0x56534248;  // "VSBH"
+constexpr uint32_t kMaxSize = 1u << 20;
+constexpr uint32_t kMaxDatagram = 65507;
+constexpr int kIoTimeoutS = 10;
+constexpr int kUdpReplyTimeoutMs = 1000;
+
+enum class Test : uint32_t { kTcpLatency = 1, kTcpThroughput = 2, kUdpLatency = 3 };
+
+struct Hello {
+  uint32_t magic;
+  uint32_t test;
+  uint32_t size;
+  uint32_t reserved;
+};
+
+struct Options {
+  std::string mode;
+  std::string addr = "127.0.0.1";
+  int port = 0;
+  std::string test;
+  uint32_t size = 64;
+  long iters = 20000;
+  long warmup = 1000;
+  double seconds = 5.0;
+  int cpu = -1;
+};
+
+std::atomic<bool> g_stop{false};
+
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "vsock_bench: %s: %s\n", what, std::strerror(errno));
+  std::exit(1);
+}
+
+[[noreturn]] void usage_error(const std::string& message) {
+  std::fprintf(stderr,
+               "vsock_bench: %s\n"
+               "usage: vsock_bench server [--addr A] [--port P] [--cpu N]\n"
+               "       vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call --port P [--addr A]\n"
+               "                          [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N]\n",
+               message.c_str());
+  std::exit(2);
+}
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+sockaddr_in make_address(const std::string& addr, int port) {
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<uint16_t>(port));
+  if (inet_pton(AF_INET, addr.c_str(), &sa.sin_addr) != 1) usage_error("bad IPv4 address " + addr);
+  return sa;
+}
+
+void set_io_timeouts(int fd, int seconds) {
+  timeval tv{seconds, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void pin_to_cpu(int cpu) {
+  if (cpu < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) die("sched_setaffinity");
+}
+
+// Reads exactly len bytes; false on EOF or error (errno set; 0 for EOF).
+bool read_exact(int fd, void* buf, size_t len) {
+  auto* p = static_cast<char*>(buf);
+  while (len > 0) {
+    ssize_t n = read(fd, p, len);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+    } else if (n == 0) {
+      errno = 0;
+      return false;
+    } else if (errno != EINTR || g_stop.load()) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool write_all(int fd, const void* buf, size_t len) {
+  auto* p = static_cast<const char*>(buf);
+  while (len > 0) {
+    ssize_t n = write(fd, p, len);
+    if (n > 0) {
+      p += n;
+      len -= static_cast<size_t>(n);
+    } else if (n < 0 && (errno != EINTR || g_stop.load())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// ---- server ----
+
+void serve_tcp_connection(int fd) {
+  set_io_timeouts(fd, 60);
+  Hello hello{};
+  if (!read_exact(fd, &hello, sizeof hello) || hello.magic != kHelloMagic || hello.size == 0 ||
+      hello.size > kMaxSize) {
+    std::fprintf(stderr, "vsock_bench server: bad hello, closing\n");
+    return;
+  }
+  std::vector<char> buf(hello.size);
+  if (hello.test == static_cast<uint32_t>(Test::kTcpLatency)) {
+    set_nodelay(fd);
+    while (read_exact(fd, buf.data(), buf.size()) && write_all(fd, buf.data(), buf.size())) {
+    }
+  } else if (hello.test == static_cast<uint32_t>(Test::kTcpThroughput)) {
+    uint64_t total = 0;
+    for (;;) {
+      ssize_t n = read(fd, buf.data(), buf.size());
+      if (n > 0) total += static_cast<uint64_t>(n);
+      else if (n == 0) break;
+      else if (errno != EINTR) return;
+    }
+    write_all(fd, &total, sizeof total);
+  }
+}
+
+void serve_udp(int fd) {
+  std::vector<char> buf(kMaxDatagram);
+  pollfd pfd{fd, POLLIN, 0};
+  while (!g_stop.load()) {
+    if (poll(&pfd, 1, 200) <= 0) continue;
+    sockaddr_in peer{};
+    socklen_t peer_len = sizeof peer;
+    ssize_t n = recvfrom(fd, buf.data(), buf.size(), 0, reinterpret_cast<sockaddr*>(&peer), &peer_len);
+    if (n >= 0) sendto(fd, buf.data(), static_cast<size_t>(n), 0, reinterpret_cast<sockaddr*>(&peer), peer_len);
+  }
+}
+
+int run_server(const Options& o) {
+  pin_to_cpu(o.cpu);
+  struct sigaction sa{};
+  sa.sa_handler = [](int) { g_stop.store(true); };
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  if (listener < 0) die("socket");
+  int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa_tcp = make_address(o.addr, o.port);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&sa_tcp), sizeof sa_tcp) != 0) die("bind tcp");
+  if (listen(listener, 16) != 0) die("listen");
+  socklen_t len = sizeof sa_tcp;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&sa_tcp), &len);
+  int port = ntohs(sa_tcp.sin_port);
+
+  int udp = socket(AF_INET, SOCK_DGRAM, 0);
+  if (udp < 0) die("socket udp");
+  sockaddr_in sa_udp = make_address(o.addr, port);
+  if (bind(udp, reinterpret_cast<sockaddr*>(&sa_udp), sizeof sa_udp) != 0) die("bind udp (port taken?)");
+  std::thread udp_thread(serve_udp, udp);
+
+  std::printf("READY %d\n", port);
+  std::fflush(stdout);
+
+  pollfd pfd{listener, POLLIN, 0};
+  while (!g_stop.load()) {
+    if (poll(&pfd, 1, 200) <= 0) continue;
+    int fd = accept(listener, nullptr, nullptr);
+    if (fd < 0) continue;
+    serve_tcp_connection(fd);  // one client at a time: measurements run in turn
+    close(fd);
+  }
+  udp_thread.join();
+  close(udp);
+  close(listener);
+  return 0;
+}
+
+// ---- client ----
+
+struct LatencySummary {
+  double p50, p99, mean, min, max;
+};
+
+LatencySummary summarize(std::vector<double>& us) {
+  std::sort(us.begin(), us.end());
+  auto at = [&](double q) { return us[std::min(us.size() - 1, static_cast<size_t>(q * static_cast<double>(us.size())))]; };
+  double sum = 0;
+  for (double v : us) sum += v;
+  return {at(0.50), at(0.99), sum / static_cast<double>(us.size()), us.front(), us.back()};
+}
+
+int connect_tcp(const Options& o, Test test) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) die("socket");
+  set_io_timeouts(fd, kIoTimeoutS);
+  if (test == Test::kTcpLatency) set_nodelay(fd);  // streams keep Nagle, as iperf3 does
+  sockaddr_in sa = make_address(o.addr, o.port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) die("connect");
+  Hello hello{kHelloMagic, static_cast<uint32_t>(test), o.size, 0};
+  if (!write_all(fd, &hello, sizeof hello)) die("send hello");
+  return fd;
+}
+
+void print_latency(const Options& o, std::vector<double>& samples, long lost) {
+  if (samples.empty()) {
+    std::fprintf(stderr, "vsock_bench: no round trip completed\n");
+    std::exit(1);
+  }
+  LatencySummary s = summarize(samples);
+  std::printf("result test=%s size=%u iters=%zu p50_us=%.2f p99_us=%.2f mean_us=%.2f min_us=%.2f max_us=%.2f lost=%ld\n",
+              o.test.c_str(), o.size, samples.size(), s.p50, s.p99, s.mean, s.min, s.max, lost);
+}
+
+int run_tcp_latency(const Options& o) {
+  int fd = connect_tcp(o, Test::kTcpLatency);
+  std::vector<char> out(o.size), in(o.size);
+  std::vector<double> samples;
+  samples.reserve(static_cast<size_t>(o.iters));
+  double deadline = now_seconds() + o.seconds;
+  for (long i = 0; i < o.warmup + o.iters; ++i) {
+    out[0] = out[o.size - 1] = static_cast<char>(i);
+    double t0 = now_seconds();
+    if (!write_all(fd, out.data(), out.size())) die("write");
+    if (!read_exact(fd, in.data(), in.size())) die("read echo");
+    double t1 = now_seconds();
+    if (in[0] != out[0] || in[o.size - 1] != out[o.size - 1]) {
+      std::fprintf(stderr, "vsock_bench: echo %ld differs from what was sent\n", i);
+      return 1;
+    }
+    if (i >= o.warmup) samples.push_back((t1 - t0) * 1e6);
+    if (t1 > deadline) break;
+  }
+  close(fd);
+  print_latency(o, samples, 0);
+  return 0;
+}
+
+int run_udp_latency(const Options& o) {
+  if (o.size < sizeof(uint64_t) || o.size > kMaxDatagram) usage_error("udp-lat needs --size 8..65507");
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) die("socket");
+  sockaddr_in sa = make_address(o.addr, o.port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) die("connect udp");
+  std::vector<char> out(o.size), in(o.size);
+  std::vector<double> samples;
+  samples.reserve(static_cast<size_t>(o.iters));
+  long lost = 0;
+  double deadline = now_seconds() + o.seconds;
+  pollfd pfd{fd, POLLIN, 0};
+  for (uint64_t seq = 0; seq < static_cast<uint64_t>(o.warmup + o.iters); ++seq) {
+    std::memcpy(out.data(), &seq, sizeof seq);
+    double t0 = now_seconds();
+    if (send(fd, out.data(), out.size(), 0) != static_cast<ssize_t>(out.size())) die("send udp");
+    bool answered = false;
+    while (!answered) {  // skip late replies to earlier, timed-out datagrams
+      int ready = poll(&pfd, 1, kUdpReplyTimeoutMs);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready <= 0) break;
+      ssize_t n = recv(fd, in.data(), in.size(), 0);
+      if (n < 0) die("recv udp");
+      uint64_t got;
+      std::memcpy(&got, in.data(), sizeof got);
+      answered = static_cast<size_t>(n) == o.size && got == seq;
+    }
+    double t1 = now_seconds();
+    if (!answered) ++lost;
+    else if (seq >= static_cast<uint64_t>(o.warmup)) samples.push_back((t1 - t0) * 1e6);
+    if (t1 > deadline) break;
+    if (lost > 100) {
+      std::fprintf(stderr, "vsock_bench: more than 100 datagrams lost; is the server up?\n");
+      return 1;
+    }
+  }
+  close(fd);
+  print_latency(o, samples, lost);
+  return 0;
+}
+
+int run_tcp_call_cost(const Options& o) {
+  int fd = connect_tcp(o, Test::kTcpLatency);  // the server waits for data that never comes
+  char byte;
+  double deadline = now_seconds() + o.seconds;
+  long calls = 0;
+  double start = now_seconds();
+  while (calls < o.iters) {
+    for (int i = 0; i < 1000; ++i, ++calls) {
+      if (recv(fd, &byte, 1, MSG_DONTWAIT) != -1 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+        std::fprintf(stderr, "vsock_bench: recv on an empty socket did not fail with EAGAIN\n");
+        return 1;
+      }
+    }
+    if (now_seconds() > deadline) break;
+  }
+  double elapsed = now_seconds() - start;
+  close(fd);
+  std::printf("result test=%s calls=%ld seconds=%.3f ns_per_call=%.1f\n", o.test.c_str(), calls, elapsed,
+              elapsed * 1e9 / static_cast<double>(calls));
+  return 0;
+}
+
+int run_tcp_throughput(const Options& o) {
+  int fd = connect_tcp(o, Test::kTcpThroughput);
+  std::vector<char> out(o.size, 'x');
+  uint64_t sent = 0;
+  double start = now_seconds();
+  double deadline = start + o.seconds;
+  // --iters bounds the number of writes; --seconds the time.
+  for (long i = 0; i < o.iters && now_seconds() < deadline; ++i) {
+    if (!write_all(fd, out.data(), out.size())) die("write");
+    sent += o.size;
+  }
+  shutdown(fd, SHUT_WR);
+  uint64_t received = 0;
+  if (!read_exact(fd, &received, sizeof received)) die("read byte count");
+  double elapsed = now_seconds() - start;
+  close(fd);
+  if (received != sent) {
+    std::fprintf(stderr, "vsock_bench: server counted %llu bytes, client sent %llu\n",
+                 static_cast<unsigned long long>(received), static_cast<unsigned long long>(sent));
+    return 1;
+  }
+  double mbps = static_cast<double>(sent) / elapsed / 1e6;
+  std::printf("result test=%s size=%u bytes=%llu seconds=%.3f MBps=%.1f Gbps=%.3f\n", o.test.c_str(), o.size,
+              static_cast<unsigned long long>(sent), elapsed, mbps, mbps * 8 / 1000);
+  return 0;
+}
+
+int run_client(const Options& o) {
+  pin_to_cpu(o.cpu);
+  if (o.port <= 0) usage_error("client needs --port");
+  if (o.size == 0 || o.size > kMaxSize) usage_error("--size must be 1.." + std::to_string(kMaxSize));
+  // The whole run, however it goes, ends within --seconds plus a margin.
+  alarm(static_cast<unsigned>(o.seconds) + 2 * kIoTimeoutS + 5);
+  if (o.test == "tcp-lat") return run_tcp_latency(o);
+  if (o.test == "udp-lat") return run_udp_latency(o);
+  if (o.test == "tcp-tput") return run_tcp_throughput(o);
+  if (o.test == "tcp-call") return run_tcp_call_cost(o);
+  usage_error("--test must be tcp-lat, udp-lat, tcp-tput or tcp-call");
+}
+
+long parse_number(const char* flag, const char* text, long min, long max) {
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < min || v > max)
+    usage_error(std::string(flag) + " expects a number in " + std::to_string(min) + ".." + std::to_string(max));
+  return v;
+}
+
+Options parse_options(int argc, char** argv) {
+  if (argc < 2) usage_error("missing mode");
+  Options o;
+  o.mode = argv[1];
+  if (o.mode != "server" && o.mode != "client") usage_error("mode must be server or client");
+  for (int i = 2; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (i + 1 >= argc) usage_error(flag + " needs a value");
+    const char* value = argv[++i];
+    if (flag == "--addr") o.addr = value;
+    else if (flag == "--port") o.port = static_cast<int>(parse_number("--port", value, 0, 65535));
+    else if (flag == "--test") o.test = value;
+    else if (flag == "--size") o.size = static_cast<uint32_t>(parse_number("--size", value, 1, kMaxSize));
+    else if (flag == "--iters") o.iters = parse_number("--iters", value, 1, 1L << 40);
+    else if (flag == "--warmup") o.warmup = parse_number("--warmup", value, 0, 1L << 30);
+    else if (flag == "--seconds") o.seconds = static_cast<double>(parse_number("--seconds", value, 1, 3600));
+    else if (flag == "--cpu") o.cpu = static_cast<int>(parse_number("--cpu", value, 0, CPU_SETSIZE - 1));
+    else usage_error("unknown option " + flag);
+  }
+  return o;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  Options o = parse_options(argc, argv);
+  return o.mode == "server" ? run_server(o) : run_client(o);
+}
