@@ -132,15 +132,16 @@ app_port_in_use() {
 app_free_port() {
   local port="" i
   if [ -x "$APP_PYTHON" ]; then
-    port=$("$APP_PYTHON" - <<'EOF' 2>/dev/null
-import socket
+    port=$("$APP_PYTHON" - "$APP_ADDR" <<'EOF' 2>/dev/null
+import socket, sys
+addr = sys.argv[1]
 for _ in range(50):
     t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    t.bind(("127.0.0.1", 0))
+    t.bind((addr, 0))
     port = t.getsockname()[1]
     u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        u.bind(("127.0.0.1", port))
+        u.bind((addr, port))
     except OSError:
         continue
     finally:
