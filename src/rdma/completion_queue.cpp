@@ -1,0 +1,116 @@
+#include "rdma/completion_queue.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+namespace vsock::rdma {
+namespace {
+
+// Upper bound on events taken in one drain: one per arm, so more than a
+// handful means the caller re-armed in a loop; the rest stay for next time.
+constexpr int kMaxEventsPerDrain = 64;
+
+// fcntl() is an interposed symbol; the channel fd is the library's own, so
+// the raw system call is both correct and re-entry free.
+int set_nonblocking(int fd) {
+  long flags = ::syscall(SYS_fcntl, fd, F_GETFL);
+  if (flags < 0) return errno;
+  if (::syscall(SYS_fcntl, fd, F_SETFL, flags | O_NONBLOCK) < 0) return errno;
+  return 0;
+}
+
+}  // namespace
+
+core::Result<CompletionQueue> CompletionQueue::create(const Device& device, int depth, bool with_channel) {
+  using R = core::Result<CompletionQueue>;
+  if (!device.valid() || depth <= 0) return R::fail(report_error(EINVAL, "CompletionQueue::create: bad arguments"));
+  if (depth > device.attr().max_cqe)
+    return R::fail(report_error(EINVAL, "CQ depth %d > device maximum %d", depth, device.attr().max_cqe));
+  CompletionQueue queue;
+  if (with_channel) {
+    queue.channel_ = ibv_create_comp_channel(device.context());
+    if (queue.channel_ == nullptr) return R::fail(report_error(errno, "ibv_create_comp_channel"));
+    int rc = set_nonblocking(queue.channel_->fd);
+    if (rc != 0) return R::fail(report_error(rc, "completion channel O_NONBLOCK"));
+  }
+  queue.cq_ = ibv_create_cq(device.context(), depth, nullptr, queue.channel_, 0);
+  if (queue.cq_ == nullptr) return R::fail(report_error(errno, "ibv_create_cq(depth %d)", depth));
+  return R::ok(std::move(queue));
+}
+
+CompletionQueue::~CompletionQueue() { reset(); }
+
+// Every event taken from the channel is acknowledged in drain_events(), so
+// ibv_destroy_cq() never waits for unacknowledged events.
+void CompletionQueue::reset() {
+  if (cq_ != nullptr) {
+    int rc = ibv_destroy_cq(cq_);
+    if (rc != 0) report_error(rc, "ibv_destroy_cq");
+  }
+  if (channel_ != nullptr) {
+    int rc = ibv_destroy_comp_channel(channel_);
+    if (rc != 0) report_error(rc, "ibv_destroy_comp_channel");
+  }
+  cq_ = nullptr;
+  channel_ = nullptr;
+}
+
+CompletionQueue::CompletionQueue(CompletionQueue&& other) noexcept
+    : channel_(std::exchange(other.channel_, nullptr)), cq_(std::exchange(other.cq_, nullptr)) {}
+
+CompletionQueue& CompletionQueue::operator=(CompletionQueue&& other) noexcept {
+  if (this != &other) {
+    reset();
+    channel_ = std::exchange(other.channel_, nullptr);
+    cq_ = std::exchange(other.cq_, nullptr);
+  }
+  return *this;
+}
+
+core::Result<int> CompletionQueue::poll(ibv_wc* out, int max) {
+  int n = ibv_poll_cq(cq_, max, out);
+  if (n < 0) return core::Result<int>::fail(report_error(EIO, "ibv_poll_cq"));
+  return core::Result<int>::ok(n);
+}
+
+Status CompletionQueue::arm(bool solicited_only) {
+  int rc = ibv_req_notify_cq(cq_, solicited_only ? 1 : 0);
+  if (rc != 0) return Status::fail(report_error(rc, "ibv_req_notify_cq"));
+  return ok_status();
+}
+
+core::Result<int> CompletionQueue::drain_events() {
+  if (channel_ == nullptr) return core::Result<int>::fail(report_error(EINVAL, "drain_events: CQ has no channel"));
+  int events = 0;
+  while (events < kMaxEventsPerDrain) {
+    ibv_cq* event_cq = nullptr;
+    void* event_context = nullptr;
+    if (ibv_get_cq_event(channel_, &event_cq, &event_context) != 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return core::Result<int>::fail(report_error(errno, "ibv_get_cq_event"));
+    }
+    ++events;
+  }
+  if (events > 0) ibv_ack_cq_events(cq_, static_cast<unsigned>(events));
+  return core::Result<int>::ok(events);
+}
+
+core::Result<int> CompletionQueue::wait_event(int timeout_ms) {
+  if (channel_ == nullptr) return core::Result<int>::fail(report_error(EINVAL, "wait_event: CQ has no channel"));
+  // Bounded by design: an endless wait is the wait engine's decision.
+  if (timeout_ms < 0) return core::Result<int>::fail(report_error(EINVAL, "wait_event: negative timeout"));
+  pollfd pfd{channel_->fd, POLLIN, 0};
+  timespec timeout{timeout_ms / 1000, (timeout_ms % 1000) * 1000000L};
+  long n = ::syscall(SYS_ppoll, &pfd, 1, &timeout, nullptr, 0);
+  if (n < 0) return core::Result<int>::fail(errno);  // EINTR: not an error worth a log line
+  if (n == 0) return core::Result<int>::ok(0);
+  return drain_events();
+}
+
+}  // namespace vsock::rdma

@@ -1,0 +1,59 @@
+// CompletionQueue: a CQ and, optionally, its own completion channel.
+//
+// The wait contract (DESIGN decision 6): poll(); when it finds nothing for
+// the spin budget, arm(), poll() once more (a completion may have arrived
+// before the arm), then sleep until channel_fd() is readable, drain_events()
+// and poll again. The channel fd is non-blocking so that draining never
+// blocks; the sleeping itself belongs to the wait engine (src/sock), and
+// wait_event() is only a bounded helper for tests and simple callers.
+#pragma once
+#include <infiniband/verbs.h>
+
+#include "core/result.hpp"
+#include "rdma/device.hpp"
+#include "rdma/status.hpp"
+
+namespace vsock::rdma {
+
+class CompletionQueue {
+ public:
+  // A CQ with room for at least `depth` completions; with_channel also
+  // creates a completion channel for it.
+  static core::Result<CompletionQueue> create(const Device& device, int depth, bool with_channel);
+
+  CompletionQueue() = default;
+  ~CompletionQueue();
+  CompletionQueue(CompletionQueue&& other) noexcept;
+  CompletionQueue& operator=(CompletionQueue&& other) noexcept;
+  CompletionQueue(const CompletionQueue&) = delete;
+  CompletionQueue& operator=(const CompletionQueue&) = delete;
+
+  bool valid() const { return cq_ != nullptr; }
+  ibv_cq* get() const { return cq_; }
+  int depth() const { return cq_ ? cq_->cqe : 0; }
+  bool has_channel() const { return channel_ != nullptr; }
+  // The fd that becomes readable after an armed CQ gets a completion; -1
+  // without a channel.
+  int channel_fd() const { return channel_ ? channel_->fd : -1; }
+
+  // Takes up to `max` completions into `out`; returns how many (0: none).
+  // Work-completion errors are in out[i].status, not in the Result.
+  core::Result<int> poll(ibv_wc* out, int max);
+  // Asks for one channel event at the next completion (solicited_only: at
+  // the next solicited or error completion).
+  Status arm(bool solicited_only = false);
+  // Consumes and acknowledges the channel events already pending, without
+  // blocking; returns how many (0: none). Each event disarms the CQ.
+  core::Result<int> drain_events();
+  // Waits at most timeout_ms (>= 0) for the channel fd (raw ppoll system call,
+  // never the interposed poll), then drains. Returns the number of events,
+  // 0 on timeout; EINTR is passed up so signals behave as in the kernel.
+  core::Result<int> wait_event(int timeout_ms);
+
+ private:
+  void reset();
+  ibv_comp_channel* channel_ = nullptr;
+  ibv_cq* cq_ = nullptr;
+};
+
+}  // namespace vsock::rdma

@@ -1,0 +1,74 @@
+#include "rdma/memory_region.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <utility>
+
+#include "rdma/status.hpp"
+
+namespace vsock::rdma {
+namespace {
+
+size_t page_size() {
+  long page = ::sysconf(_SC_PAGESIZE);
+  return page > 0 ? static_cast<size_t>(page) : 4096;
+}
+
+}  // namespace
+
+core::Result<MemoryRegion> MemoryRegion::allocate(const ProtectionDomain& pd, size_t size, int access) {
+  using R = core::Result<MemoryRegion>;
+  const size_t page = page_size();
+  if (!pd.valid() || size == 0 || size > SIZE_MAX - page)
+    return R::fail(report_error(EINVAL, "MemoryRegion::allocate: bad arguments (size %zu)", size));
+  size_t rounded = (size + page - 1) / page * page;
+  // A mapping of its own, not the heap: page-aligned, zero-filled, and no
+  // other allocation shares its pages (registration and MADV_DONTFORK work on
+  // whole pages, so a neighbour would be pinned and hidden from a child too).
+  void* base = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return R::fail(report_error(errno, "mmap(%zu) for a memory region", rounded));
+  MemoryRegion region;
+  region.base_ = base;
+  region.size_ = rounded;
+  region.access_ = access;
+  region.mr_ = ibv_reg_mr(pd.get(), base, rounded, access);
+  // ENOMEM here is usually RLIMIT_MEMLOCK; say so, since the fix is a ulimit.
+  if (region.mr_ == nullptr)
+    return R::fail(report_error(errno, "ibv_reg_mr(%zu bytes, access 0x%x) (check ulimit -l)", rounded, access));
+  return R::ok(std::move(region));
+}
+
+MemoryRegion::~MemoryRegion() { reset(); }
+
+void MemoryRegion::reset() {
+  if (mr_ != nullptr) {
+    int rc = ibv_dereg_mr(mr_);
+    if (rc != 0) report_error(rc, "ibv_dereg_mr");
+  }
+  if (base_ != nullptr) ::munmap(base_, size_);
+  mr_ = nullptr;
+  base_ = nullptr;
+  size_ = 0;
+  access_ = 0;
+}
+
+MemoryRegion::MemoryRegion(MemoryRegion&& other) noexcept
+    : base_(std::exchange(other.base_, nullptr)),
+      size_(std::exchange(other.size_, 0)),
+      access_(std::exchange(other.access_, 0)),
+      mr_(std::exchange(other.mr_, nullptr)) {}
+
+MemoryRegion& MemoryRegion::operator=(MemoryRegion&& other) noexcept {
+  if (this != &other) {
+    reset();
+    base_ = std::exchange(other.base_, nullptr);
+    size_ = std::exchange(other.size_, 0);
+    access_ = std::exchange(other.access_, 0);
+    mr_ = std::exchange(other.mr_, nullptr);
+  }
+  return *this;
+}
+
+}  // namespace vsock::rdma
