@@ -11,17 +11,21 @@
 # (kernel, libvsock, libvsock, kernel, kernel, ...: the order flips every
 # round) so they share the machine's noise;
 # the table shows medians and, for each column after the first, its ratio to
-# the first (latency: p50 ratio, lower is better; throughput: higher is better).
+# the first: the median over rounds of the ratio of the two runs of a round
+# (latency: p50, lower is better; call cost: lower is better; throughput:
+# higher is better).
 #
 # Environment:
 #   VSOCK_BENCH_ADDR       address to use (default 127.0.0.1)
 #   VSOCK_BENCH_COLUMNS    columns, first is the baseline (default "kernel libvsock";
 #                          also known: rsocket = librspreload.so, needs a verbs device)
-#   VSOCK_BENCH_REPEAT     runs per measurement and column (default 5)
+#   VSOCK_BENCH_REPEAT     rounds (runs per column) of each latency and call-cost
+#                          measurement (default 15; many short runs share noise best)
+#   VSOCK_BENCH_TPUT_REPEAT  rounds of each throughput measurement (default 5)
 #   VSOCK_BENCH_LAT_CPUS   "SERVER_CPU CLIENT_CPU" for latency runs (default "0 0";
 #                          empty = let the scheduler choose). See docs/performance.md.
 #   VSOCK_BENCH_TPUT_CPUS  the same for throughput runs (default: empty)
-#   VSOCK_BENCH_ITERS      round trips per latency run (default 10000, after 1000 warm-up)
+#   VSOCK_BENCH_ITERS      round trips per latency run (default 3000, after 1000 warm-up)
 #   VSOCK_BENCH_SECONDS    time bound of one latency run / length of one throughput run
 #                          (default 3 / 1)
 #   VSOCK_BENCH_RAW        also write every client result line to this file
@@ -40,10 +44,11 @@ bench=$build_dir/bench/vsock_bench
 libvsock=$build_dir/lib/libvsock.so
 addr=${VSOCK_BENCH_ADDR:-127.0.0.1}
 read -r -a columns <<<"${VSOCK_BENCH_COLUMNS:-kernel libvsock}"
-repeat=${VSOCK_BENCH_REPEAT:-5}
+repeat=${VSOCK_BENCH_REPEAT:-15}
+tput_repeat=${VSOCK_BENCH_TPUT_REPEAT:-5}
 lat_cpus=${VSOCK_BENCH_LAT_CPUS-0 0}
 tput_cpus=${VSOCK_BENCH_TPUT_CPUS-}
-lat_iters=${VSOCK_BENCH_ITERS:-10000}
+lat_iters=${VSOCK_BENCH_ITERS:-3000}
 lat_seconds=${VSOCK_BENCH_SECONDS:-3}
 tput_seconds=${VSOCK_BENCH_SECONDS:-1}
 latency_sizes=(64 1024 16384)
@@ -139,7 +144,7 @@ measure() {
   if [ "$test" = tcp-tput ]; then
     iters=1000000000000 seconds=$tput_seconds
   elif [ "$test" = tcp-call ]; then
-    iters=1000000 seconds=$lat_seconds
+    iters=300000 seconds=$lat_seconds
   else
     iters=$lat_iters seconds=$lat_seconds
   fi
@@ -153,10 +158,6 @@ field() { sed -n "s/.* $1=\([0-9.]*\).*/\1/p"; }
 
 median() {  # numbers on stdin -> median, or "fail" when none
   sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "fail"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
-
-ratio() {  # a b -> a/b with 2 decimals, or "-"
-  awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else print "-" }'
 }
 
 human_size() {
@@ -174,14 +175,36 @@ failed=0
 raw=${VSOCK_BENCH_RAW:-$work/raw.txt}
 : >"$raw"
 
-# run_measurement LABEL TEST SIZE CPUS: REPEAT interleaved runs of every
-# column; appends a table row.
+# main_field TEST: the figure of a result line that the ratio compares.
+main_field() {
+  case "$1" in
+    tcp-tput) echo MBps ;;
+    tcp-call) echo ns_per_call ;;
+    *) echo p50_us ;;
+  esac
+}
+
+# paired_ratio "A1 A2 ..." "B1 B2 ...": median over rounds of Ai / Bi,
+# skipping rounds where either failed ("-").
+paired_ratio() {
+  awk -v a="$1" -v b="$2" 'BEGIN {
+    n = split(a, x, " "); split(b, y, " "); m = 0
+    for (i = 1; i <= n; i++) if (x[i] != "-" && y[i] != "-" && y[i] + 0 > 0) r[++m] = x[i] / y[i]
+    if (m == 0) { print "-"; exit }
+    for (i = 2; i <= m; i++) for (j = i; j > 1 && r[j - 1] > r[j]; j--) { t = r[j]; r[j] = r[j - 1]; r[j - 1] = t }
+    printf "%.2f", m % 2 ? r[(m + 1) / 2] : (r[m / 2] + r[m / 2 + 1]) / 2
+  }'
+}
+
+# run_measurement LABEL TEST SIZE CPUS ROUNDS: ROUNDS interleaved runs of
+# every column; appends a table row of medians and paired ratios.
 run_measurement() {
-  local label=$1 test=$2 size=$3 cpus=$4 rep column line i
+  local label=$1 test=$2 size=$3 cpus=$4 rounds=$5 rep column line i value key
   selected "$test" "$size" || return 0
-  declare -A results=()
+  key=$(main_field "$test")
+  declare -A results=() by_round=()
   local -a order
-  for ((rep = 1; rep <= repeat; rep++)); do
+  for ((rep = 1; rep <= rounds; rep++)); do
     order=()
     for ((i = 0; i < ${#columns[@]}; i++)); do
       if ((rep % 2)); then order+=("${columns[$i]}"); else order=("${columns[$i]}" "${order[@]}"); fi
@@ -191,47 +214,44 @@ run_measurement() {
       if [ -n "$line" ]; then
         echo "$column $line" >>"$raw"
         results[$column]+="$line"$'\n'
+        by_round[$column]+="$(echo "$line" | field "$key") "
+      else
+        by_round[$column]+="- "
       fi
     done
   done
-  local row="| $label | $(human_size "$size") |" base="" value p50 p99
-  local -a main_values=()
+  local row="| $label | $(human_size "$size") |"
   for column in "${columns[@]}"; do
-    if [ "$test" = tcp-tput ] || [ "$test" = tcp-call ]; then
-      value=$(printf '%s' "${results[$column]:-}" | field "$([ "$test" = tcp-tput ] && echo MBps || echo ns_per_call)" | median)
-      main_values+=("$value")
-      row+=" $value |"
-    else
-      p50=$(printf '%s' "${results[$column]:-}" | field p50_us | median)
-      p99=$(printf '%s' "${results[$column]:-}" | field p99_us | median)
-      main_values+=("$p50")
-      row+=" $p50 / $p99 |"
+    value=$(printf '%s' "${results[$column]:-}" | field "$key" | median)
+    if [[ "$test" == *-lat ]]; then
+      value+=" / $(printf '%s' "${results[$column]:-}" | field p99_us | median)"
     fi
+    row+=" $value |"
   done
   [[ "$row" == *fail* ]] && failed=1
   for ((i = 1; i < ${#columns[@]}; i++)); do
-    row+=" $(ratio "${main_values[$i]}" "${main_values[0]}") |"
+    row+=" $(paired_ratio "${by_round[${columns[$i]}]}" "${by_round[${columns[0]}]}") |"
   done
   rows+=("$row")
   note "$row"
 }
 
 start=$SECONDS
-note "columns: ${columns[*]}; $repeat interleaved runs each; address $addr; latency CPUs '${lat_cpus}', throughput CPUs '${tput_cpus}'"
+note "columns: ${columns[*]}; $repeat (throughput $tput_repeat) interleaved runs each; address $addr; latency CPUs '${lat_cpus}', throughput CPUs '${tput_cpus}'"
 
 start_servers "$lat_cpus"
 for test in tcp-lat udp-lat; do
   proto=${test%%-*}
   for size in "${latency_sizes[@]}"; do
-    run_measurement "${proto^^} latency p50 / p99 (µs)" "$test" "$size" "$lat_cpus"
+    run_measurement "${proto^^} latency p50 / p99 (µs)" "$test" "$size" "$lat_cpus" "$repeat"
   done
 done
-run_measurement "recv() on an empty TCP socket (ns/call)" tcp-call 0 "$lat_cpus"
+run_measurement "recv() on an empty TCP socket (ns/call)" tcp-call 0 "$lat_cpus" "$repeat"
 cleanup
 
 start_servers "$tput_cpus"
 for size in "${throughput_sizes[@]}"; do
-  run_measurement "TCP throughput (MB/s)" tcp-tput "$size" "$tput_cpus"
+  run_measurement "TCP throughput (MB/s)" tcp-tput "$size" "$tput_cpus" "$tput_repeat"
 done
 cleanup
 
@@ -243,9 +263,10 @@ echo "$header"
 echo "$rule"
 printf '%s\n' "${rows[@]}"
 echo
-echo "Medians of $repeat interleaved runs; latency ${lat_iters} round trips (after 1000 warm-up) per run," \
-  "CPUs (server client): '${lat_cpus:-any}'; throughput ${tput_seconds} s per run, CPUs '${tput_cpus:-any}';" \
-  "address $addr; $(nproc) CPUs; total $((SECONDS - start)) s."
+echo "Medians of $repeat interleaved runs per column (throughput: $tput_repeat) of ${lat_iters} round trips" \
+  "(after 1000 warm-up) / 300000 recv calls / ${tput_seconds} s of streaming;" \
+  "ratio = median over rounds of the per-round ratio. CPUs (server client): latency '${lat_cpus:-any}'," \
+  "throughput '${tput_cpus:-any}'; address $addr; $(nproc) CPUs; total $((SECONDS - start)) s."
 if [ -s "$work/client-errors.log" ]; then
   note "client errors:"
   sort -u "$work/client-errors.log" | head -20 >&2
