@@ -10,9 +10,9 @@
 namespace vsock::rdma {
 namespace {
 
-// GID tables are short (rxe: 1024 slots, mostly empty); stop looking after
-// this many entries so a broken table cannot make open() slow.
-constexpr int kMaxGidScan = 1024;
+// Address vectors name the source GID with an 8-bit index, so only the
+// first 256 entries are usable (rxe's table has 1024 slots, mostly empty).
+constexpr int kMaxGidScan = 256;
 
 // Once per process and before anything is registered: ibv_fork_init() makes
 // registrations MADV_DONTFORK, so a forked child never shares (and never
@@ -115,7 +115,7 @@ int Device::select_port(int gid_index) {
       gid_index = picked.value();
     }
   }
-  if (gid_index < 0 || gid_index >= port_attr_.gid_tbl_len)
+  if (gid_index < 0 || gid_index >= port_attr_.gid_tbl_len || gid_index >= kMaxGidScan)
     return report_error(EINVAL, "%s port %u: GID index %d out of range", name_.c_str(), port_, gid_index);
   rc = ibv_query_gid(context_, port_, gid_index, &gid_);
   if (rc != 0) return report_error(errno ? errno : rc, "ibv_query_gid(%s, %d)", name_.c_str(), gid_index);
@@ -157,9 +157,15 @@ core::Result<Device> Device::open(const std::string& name, int gid_index) {
               device.gid_index_, device.is_ethernet() ? "RoCE" : "InfiniBand");
     return R::ok(std::move(device));
   }
-  if (error == ENODEV || error == ENETDOWN)
-    VSOCK_LOG(kWarn, "rdma: %s%s%s", name.empty() ? "no verbs device with an ACTIVE port" : "verbs device ",
-              name.c_str(), name.empty() ? "" : (error == ENODEV ? " not found" : " has no ACTIVE port"));
+  // No device at all is the normal case on most machines: the library falls
+  // back to the kernel without a warning. A device the user named and that
+  // cannot be used is a configuration problem worth one warning.
+  if (name.empty() && (error == ENODEV || error == ENETDOWN)) {
+    VSOCK_LOG(kInfo, "rdma: no verbs device with an ACTIVE port");
+    error = ENODEV;
+  } else if (error == ENODEV || error == ENETDOWN) {
+    VSOCK_LOG(kWarn, "rdma: verbs device %s %s", name.c_str(), error == ENODEV ? "not found" : "has no ACTIVE port");
+  }
   return R::fail(error);
 }
 
