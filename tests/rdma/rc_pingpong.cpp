@@ -225,6 +225,7 @@ int run(int fd, int role, int small_iterations) {
   }
   long packets_after = read_counter(side, "sent_pkts");
   if (role == 0) {
+    printf("%s: waits poll for %.0f us, then sleep on the completion channel\n", kProgram, spin_budget_seconds() * 1e6);
     printf("%s: OK: %llu round trips, %llu bytes verified", kProgram, static_cast<unsigned long long>(total_trips),
            static_cast<unsigned long long>(total_bytes));
     if (packets_before >= 0 && packets_after >= 0) printf(", %s sent_pkts +%ld", side.device.name().c_str(), packets_after - packets_before);

@@ -28,6 +28,15 @@ int Deadline::remaining_ms(int cap) const {
   return left > cap ? cap : static_cast<int>(left);
 }
 
+double spin_budget_seconds() {
+  static const double budget = [] {
+    const char* text = getenv("VSOCK_TEST_SPIN_US");
+    long us = text && *text ? atol(text) : 50;
+    return (us < 0 || us > 10000000 ? 50 : us) * 1e-6;
+  }();
+  return budget;
+}
+
 namespace {
 
 // Waits for `events` on fd until the deadline; false on timeout or error.
@@ -126,7 +135,7 @@ bool wait_completion(rdma::CompletionQueue& cq, ibv_wc* out, const Deadline& dea
   // more and sleep on the completion channel. Spinning alone starves rxe's
   // kernel work on a small (emulated) guest: round trips jump to
   // milliseconds. Without a channel, yield the CPU instead of sleeping.
-  const double spin_until = now_seconds() + kSpinBudgetSeconds;
+  const double spin_until = now_seconds() + spin_budget_seconds();
   bool armed = false;
   for (uint64_t polls = 0;; ++polls) {
     core::Result<int> n = cq.poll(out, 1);

@@ -15,8 +15,9 @@
 namespace vsock::test {
 
 constexpr int kExitSkip = 77;
-// How long wait_completion() busy-polls before it sleeps.
-constexpr double kSpinBudgetSeconds = 50e-6;
+// How long wait_completion() busy-polls before it sleeps: 50 us, or
+// VSOCK_TEST_SPIN_US (0 .. 10 s) to compare polling with sleeping.
+double spin_budget_seconds();
 
 double now_seconds();
 
@@ -52,7 +53,7 @@ size_t find_mismatch(const uint8_t* data, size_t len, uint64_t seed, uint64_t po
 core::Result<rdma::Device> open_test_device(const char* program, int* exit_code);
 
 // Waits for one completion on `cq` until the deadline: busy-polls for
-// kSpinBudgetSeconds, then sleeps on the CQ's completion channel (or yields,
+// spin_budget_seconds(), then sleeps on the CQ's completion channel (or yields,
 // without one). False on timeout, on a poll error or on a completion that
 // is not IBV_WC_SUCCESS (printed with `what`).
 bool wait_completion(rdma::CompletionQueue& cq, ibv_wc* out, const Deadline& deadline, const char* what);
