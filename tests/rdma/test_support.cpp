@@ -132,9 +132,10 @@ core::Result<rdma::Device> open_test_device(const char* program, int* exit_code)
 
 bool wait_completion(rdma::CompletionQueue& cq, ibv_wc* out, const Deadline& deadline, const char* what) {
   // The library's wait contract: poll for a spin budget, then arm, poll once
-  // more and sleep on the completion channel. Spinning alone starves rxe's
-  // kernel work on a small (emulated) guest: round trips jump to
-  // milliseconds. Without a channel, yield the CPU instead of sleeping.
+  // more and sleep on the completion channel. Two processes spinning on a
+  // 2-vCPU emulated guest also compete with rxe's own kernel work (pure
+  // polling gave anything from 0.1 to 7 ms per round trip here). Without a
+  // channel, yield the CPU instead of sleeping.
   const double spin_until = now_seconds() + spin_budget_seconds();
   bool armed = false;
   for (uint64_t polls = 0;; ++polls) {
