@@ -4,6 +4,7 @@
 #pragma once
 #include <cerrno>
 
+#include "sock/offload_policy.hpp"
 #include "sock/registry.hpp"
 #include "sys/real_calls.hpp"
 #include "sys/reentry_guard.hpp"
@@ -23,5 +24,13 @@ class ErrnoKeeper {
 };
 
 using sys::real;
+
+// Records a socket the kernel just created and decides whether it may ever
+// leave the kernel. errno is left as the kernel set it.
+inline void track_new_socket(int fd, int domain, int type, int protocol, sock::SocketRole role) {
+  ErrnoKeeper keep;
+  sock::register_socket(fd, domain, type, protocol, role);
+  if (sock::SocketRef state = sock::lookup_socket(fd)) sock::choose_initial_path(state.get());
+}
 
 }  // namespace vsock::preload

@@ -9,10 +9,7 @@ using vsock::preload::real;
 
 VSOCK_EXPORT int socket(int domain, int type, int protocol) {
   int fd = real().socket(domain, type, protocol);
-  if (fd >= 0 && !sys::in_library()) {
-    ErrnoKeeper keep;
-    sock::register_socket(fd, domain, type, protocol, sock::SocketRole::kUnknown);
-  }
+  if (fd >= 0 && !sys::in_library()) preload::track_new_socket(fd, domain, type, protocol, sock::SocketRole::kUnknown);
   return fd;
 }
 
@@ -43,7 +40,7 @@ int register_accepted(int listen_fd, int fd) {
   if (fd < 0 || sys::in_library()) return fd;
   ErrnoKeeper keep;
   if (sock::SocketRef listener = sock::lookup_socket(listen_fd))
-    sock::register_socket(fd, listener->domain, listener->type, listener->protocol, sock::SocketRole::kAccepted);
+    preload::track_new_socket(fd, listener->domain, listener->type, listener->protocol, sock::SocketRole::kAccepted);
   else
     sock::forget_fd(fd);  // a kernel-only listener (e.g. AF_UNIX): the new fd is kernel-only too
   return fd;

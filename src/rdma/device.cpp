@@ -132,7 +132,7 @@ core::Result<Device> Device::open(const std::string& name, int gid_index) {
   ibv_device** list = ibv_get_device_list(&count);
   if (list == nullptr) {
     // ENOSYS: no kernel verbs support at all; the library falls back quietly.
-    VSOCK_LOG(kInfo, "rdma: no verbs devices (ibv_get_device_list: errno %d)", errno);
+    VSOCK_LOG(kDebug, "rdma: no verbs devices (ibv_get_device_list: errno %d)", errno);
     return R::fail(ENODEV);
   }
   Device device;
@@ -153,7 +153,7 @@ core::Result<Device> Device::open(const std::string& name, int gid_index) {
   }
   ibv_free_device_list(list);
   if (device.valid()) {
-    VSOCK_LOG(kInfo, "rdma: using %s port %u gid index %d (%s)", device.name_.c_str(), device.port_,
+    VSOCK_LOG(kDebug, "rdma: using %s port %u gid index %d (%s)", device.name_.c_str(), device.port_,
               device.gid_index_, device.is_ethernet() ? "RoCE" : "InfiniBand");
     return R::ok(std::move(device));
   }
@@ -161,7 +161,7 @@ core::Result<Device> Device::open(const std::string& name, int gid_index) {
   // back to the kernel without a warning. A device the user named and that
   // cannot be used is a configuration problem worth one warning.
   if (name.empty() && (error == ENODEV || error == ENETDOWN)) {
-    VSOCK_LOG(kInfo, "rdma: no verbs device with an ACTIVE port");
+    VSOCK_LOG(kDebug, "rdma: no verbs device with an ACTIVE port");
     error = ENODEV;
   } else if (error == ENODEV || error == ENETDOWN) {
     VSOCK_LOG(kWarn, "rdma: verbs device %s %s", name.c_str(), error == ENODEV ? "not found" : "has no ACTIVE port");

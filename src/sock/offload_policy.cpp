@@ -1,0 +1,51 @@
+#include "sock/offload_policy.hpp"
+
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include "core/config.hpp"
+#include "core/log.hpp"
+#include "core/stats.hpp"
+#include "rdma/device.hpp"
+#include "sys/reentry_guard.hpp"
+
+namespace vsock::sock {
+namespace {
+
+// True once the process has a device; the probe runs (and logs) only once.
+bool have_device() {
+  static const bool present = [] {
+    sys::ReentryGuard guard;  // libibverbs reads sysfs and opens /dev files
+    const std::string& name = core::config().settings.device;
+    core::Result<rdma::Device*> device = rdma::probe_device(name);
+    if (!device) {
+      VSOCK_LOG(kInfo, "no usable verbs device%s%s (%s): every socket stays on the kernel",
+                name.empty() ? "" : " named ", name.c_str(), std::strerror(device.error()));
+      return false;
+    }
+    core::stat_set(core::Stat::device_opened, 1);
+    VSOCK_LOG(kInfo, "using verbs device %s port %u", device.value()->name().c_str(),
+              static_cast<unsigned>(device.value()->port()));
+    return true;
+  }();
+  return present;
+}
+
+}  // namespace
+
+void choose_initial_path(SocketState* state) {
+  const core::Settings& settings = core::config().settings;
+  core::OffloadMode mode = state->type == SOCK_STREAM ? settings.tcp : settings.udp;
+  if (mode == core::OffloadMode::kKernel) {
+    state->kernel_reason.store(KernelReason::kRule);
+    core::stat_add(core::Stat::kernel_by_rule);
+    return;
+  }
+  if (!have_device()) {
+    state->kernel_reason.store(KernelReason::kNoDevice);
+    core::stat_add(core::Stat::kernel_no_device);
+  }
+}
+
+}  // namespace vsock::sock

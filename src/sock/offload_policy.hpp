@@ -1,0 +1,14 @@
+// The offload policy: when a socket is created, decide whether it can ever
+// leave the kernel. It stays on the kernel, and the stats say why, when the
+// settings keep its protocol there or when the process has no verbs device.
+// (Rules that depend on the peer address or port are applied at connect/bind.)
+#pragma once
+#include "sock/socket_state.hpp"
+
+namespace vsock::sock {
+
+// Sets state->kernel_reason for a freshly registered candidate socket.
+// Opens the verbs device on the first call that needs it (once per process).
+void choose_initial_path(SocketState* state);
+
+}  // namespace vsock::sock
