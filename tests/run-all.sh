@@ -3,7 +3,7 @@
 # builds, and runs every test label, then the sanitizer passes:
 #   default preset : unit, conformance, rdma (Soft-RoCE VM), apps
 #   asan, ubsan    : unit, conformance
-#   tsan           : unit (the threaded tests)
+#   tsan           : threads (the unit tests that race threads)
 # Usage: tests/run-all.sh [--quick]      (--quick: default preset only)
 # VSOCK_REQUIRE_DEVICE=1 turns a missing verbs device into a failure (CI).
 set -uo pipefail
@@ -43,7 +43,7 @@ run_preset default 'unit|conformance|rdma|apps'
 if [ $quick = 0 ]; then
   run_preset asan 'unit|conformance'
   run_preset ubsan 'unit|conformance'
-  run_preset tsan 'unit'
+  run_preset tsan 'threads'
 fi
 echo "=== summary"
 printf '  %s\n' "${summary[@]}"
