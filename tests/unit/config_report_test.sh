@@ -30,4 +30,12 @@ grep -q 'info: libvsock .* loaded, profile latency' "$tmp/err" || fail "profile 
 # do not is silent, the one child that does reports once.
 env LD_PRELOAD="$preload" VSOCK_SPIN_US=fast /bin/sh -c '/bin/true; /bin/true; "$@"; /bin/true' sh "${prog[@]}" 2>"$tmp/err"
 [ "$(grep -c 'VSOCK_SPIN_US=fast' "$tmp/err")" = 1 ] || fail "not reported exactly once in a process tree"
+# VSOCK_LOG_FILE: log lines and stats go to the file, not to stderr.
+env LD_PRELOAD="$preload" VSOCK_LOG_LEVEL=info VSOCK_STATS=1 VSOCK_LOG_FILE="$tmp/log" "${prog[@]}" 2>"$tmp/err"
+grep -q 'info: libvsock .* loaded' "$tmp/log" || fail "VSOCK_LOG_FILE did not receive the log"
+grep -q 'stats: tcp_sockets=5' "$tmp/log" || fail "VSOCK_LOG_FILE did not receive the stats"
+[ ! -s "$tmp/err" ] || fail "log lines still on stderr with VSOCK_LOG_FILE"
+env LD_PRELOAD="$preload" VSOCK_LOG_FILE=/nonexistent/dir/log "${prog[@]}" 2>"$tmp/err"
+[ $? = 3 ] || fail "exit status changed (bad log file)"
+[ "$(grep -c 'VSOCK_LOG_FILE=/nonexistent/dir/log: cannot open' "$tmp/err")" = 1 ] || fail "bad log file not reported once"
 echo "configuration errors are reported once and never stop the program"
