@@ -51,6 +51,12 @@ int after_dup(int oldfd, int newfd) {
 
 bool is_dup_command(int cmd) { return cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC; }
 
+// fcntl and fcntl64 differ only in the real call they end in.
+int fcntl_through(int (*real_fcntl)(int, int, ...), int fd, int cmd, void* arg) {
+  int rc = real_fcntl(fd, cmd, arg);
+  return is_dup_command(cmd) ? after_dup(fd, rc) : rc;
+}
+
 }  // namespace
 
 VSOCK_EXPORT int dup(int fd) { return after_dup(fd, real().dup(fd)); }
@@ -66,8 +72,7 @@ VSOCK_EXPORT int fcntl(int fd, int cmd, ...) {
   va_start(ap, cmd);
   void* arg = va_arg(ap, void*);
   va_end(ap);
-  int rc = real().fcntl(fd, cmd, arg);
-  return is_dup_command(cmd) ? after_dup(fd, rc) : rc;
+  return fcntl_through(real().fcntl, fd, cmd, arg);
 }
 
 VSOCK_EXPORT int fcntl64(int fd, int cmd, ...) {
@@ -75,8 +80,7 @@ VSOCK_EXPORT int fcntl64(int fd, int cmd, ...) {
   va_start(ap, cmd);
   void* arg = va_arg(ap, void*);
   va_end(ap);
-  int rc = real().fcntl64(fd, cmd, arg);
-  return is_dup_command(cmd) ? after_dup(fd, rc) : rc;
+  return fcntl_through(real().fcntl64, fd, cmd, arg);
 }
 
 VSOCK_EXPORT int ioctl(int fd, unsigned long request, ...) {

@@ -21,45 +21,40 @@ const char* profile_name(Profile profile) {
   return "default";
 }
 
+namespace {
+
+// One profile's bundle: the settings a profile sets together.
+struct Bundle {
+  uint32_t spin_us, inline_size, ring_size, sq_depth, rq_depth, signal_every;
+  bool autocork;
+  uint32_t cq_mod_count, cq_mod_us;
+};
+
+// Indexed by Profile. latency: spin long, send small messages inline, signal
+// often, never cork. throughput: sleep almost at once, big rings, deep
+// queues, coalesce, moderate interrupts. default: in between.
+constexpr Bundle kBundles[] = {
+    /* default    */ {50, 128, 2u << 20, 256, 256, 16, false, 0, 0},
+    /* latency    */ {2000, 256, 1u << 20, 128, 128, 8, false, 0, 0},
+    /* throughput */ {10, 64, 8u << 20, 1024, 1024, 64, true, 16, 32},
+};
+static_assert(static_cast<int>(Profile::kDefault) == 0 && static_cast<int>(Profile::kLatency) == 1 &&
+              static_cast<int>(Profile::kThroughput) == 2, "kBundles is indexed by Profile");
+
+}  // namespace
+
 void apply_profile(Settings* s, Profile profile) {
+  const Bundle& b = kBundles[static_cast<int>(profile)];
   s->profile = profile;
-  switch (profile) {
-    case Profile::kLatency:
-      // Spin long, send small messages inline, signal often, never cork.
-      s->spin_us = 2000;
-      s->inline_size = 256;
-      s->ring_size = 1u << 20;
-      s->sq_depth = 128;
-      s->rq_depth = 128;
-      s->signal_every = 8;
-      s->autocork = false;
-      s->cq_mod_count = 0;
-      s->cq_mod_us = 0;
-      break;
-    case Profile::kThroughput:
-      // Sleep almost at once, big rings, deep queues, coalesce, moderate.
-      s->spin_us = 10;
-      s->inline_size = 64;
-      s->ring_size = 8u << 20;
-      s->sq_depth = 1024;
-      s->rq_depth = 1024;
-      s->signal_every = 64;
-      s->autocork = true;
-      s->cq_mod_count = 16;
-      s->cq_mod_us = 32;
-      break;
-    case Profile::kDefault:
-      s->spin_us = 50;
-      s->inline_size = 128;
-      s->ring_size = 2u << 20;
-      s->sq_depth = 256;
-      s->rq_depth = 256;
-      s->signal_every = 16;
-      s->autocork = false;
-      s->cq_mod_count = 0;
-      s->cq_mod_us = 0;
-      break;
-  }
+  s->spin_us = b.spin_us;
+  s->inline_size = b.inline_size;
+  s->ring_size = b.ring_size;
+  s->sq_depth = b.sq_depth;
+  s->rq_depth = b.rq_depth;
+  s->signal_every = b.signal_every;
+  s->autocork = b.autocork;
+  s->cq_mod_count = b.cq_mod_count;
+  s->cq_mod_us = b.cq_mod_us;
 }
 
 }  // namespace vsock::core
