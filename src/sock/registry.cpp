@@ -1,6 +1,7 @@
 #include "sock/registry.hpp"
 
 #include <netinet/in.h>
+#include <pthread.h>
 #include <sys/socket.h>
 
 #include <cstdint>
@@ -19,6 +20,15 @@ FdTable<SocketState> g_table;
 // Type-stable pool: states are recycled, never returned to the allocator.
 std::mutex g_pool_lock;
 SocketState* g_free_list = nullptr;
+
+// A fork() while another thread holds the pool lock would leave the child
+// with a lock nobody will release. Hold it across every fork (glibc's own
+// forks too, e.g. inside daemon()), so the child starts with it free.
+void lock_pool_for_fork() { g_pool_lock.lock(); }
+void unlock_pool_after_fork() { g_pool_lock.unlock(); }
+__attribute__((constructor)) void install_fork_handlers() {
+  pthread_atfork(lock_pool_for_fork, unlock_pool_after_fork, unlock_pool_after_fork);
+}
 
 SocketState* pool_take() {
   {

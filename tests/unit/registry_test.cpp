@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <thread>
@@ -103,6 +105,43 @@ TEST(Registry, ConcurrentLookupAndRecycling) {
   for (auto& t : readers) t.join();
   forget_fd_range(kBase, kBase + kFds);
   EXPECT_GT(seen.load(), 0);
+}
+
+}  // namespace
+}  // namespace vsock::sock
+
+namespace vsock::sock {
+namespace {
+
+// Threads that create and close sockets while the main thread forks: every
+// child must be able to register a socket at once (no inherited held lock).
+TEST(Registry, ForkWhileOtherThreadsUseThePool) {
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> churn;
+  for (int t = 0; t < 2; ++t) {
+    churn.emplace_back([&, t] {
+      int fd = 60000 + t;
+      while (!stop.load()) {
+        register_socket(fd, AF_INET, SOCK_STREAM, 0, SocketRole::kUnknown);
+        forget_fd(fd);
+      }
+    });
+  }
+  for (int i = 0; i < 50; ++i) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      alarm(5);  // a deadlocked child dies instead of hanging the test
+      register_socket(61000, AF_INET, SOCK_DGRAM, 0, SocketRole::kUnknown);
+      forget_fd(61000);
+      _exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child " << i << " status " << status;
+  }
+  stop.store(true);
+  for (auto& t : churn) t.join();
 }
 
 }  // namespace
