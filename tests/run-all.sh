@@ -33,7 +33,7 @@ run_preset() {  # preset label-regex
     return
   fi
   echo "=== preset $preset: ctest -L '$labels'"
-  ctest --preset "$preset" -L "$labels" -j"$jobs" --timeout 900
+  ctest --preset "$preset" -L "$labels" -j"$jobs" --timeout 900 --no-tests=error
   local rc=$?
   summary+=("$preset ($labels): $([ $rc = 0 ] && echo passed || echo FAILED) in $((SECONDS - t0)) s")
   [ $rc = 0 ] || status=1
