@@ -36,7 +36,8 @@ flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer,address,undef
        -Wall -Wextra -Wno-unused-parameter -I"$src/src" -I"$here")
 
 # Does this clang link a libFuzzer program at all? (Debian: libclang-rt-NN-dev.)
-probe_ok=$out/.libfuzzer-ok
+# Remembered per compiler, so the probe costs once per build directory.
+probe_ok=$out/.libfuzzer-ok-$(basename "$cxx")
 if [ ! -f "$probe_ok" ]; then
   probe=$(mktemp -d "$out/.probe.XXXXXX") || exit 1
   echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' >"$probe/p.cpp"
