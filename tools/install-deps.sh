@@ -10,7 +10,7 @@ packages=(
   # real programs and peers for tests and benchmarks
   redis-server redis-tools iperf3 sockperf memcached libmemcached-tools python3 perftest rdmacm-utils
   # tools the tests use
-  binutils perl strace
+  binutils perl strace clang libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,16 @@
+// Constants shared by the messages of docs/protocol.md (version 1).
+#pragma once
+#include <cstdint>
+
+namespace vsock::sock::wire {
+
+// "VSK1": UpgradeRequest and UpgradeAccept (rdma_cm private data).
+inline constexpr uint32_t kUpgradeMagic = 0x56534B31;
+// "VSKS": the Switch message, sent on the queue pair. A different magic, so
+// that a message can never be mistaken for one of the other kind.
+inline constexpr uint32_t kSwitchMagic = 0x56534B53;
+// The only version this code speaks. A peer of another version is refused
+// (and stays on TCP) rather than half-understood.
+inline constexpr uint8_t kProtocolVersion = 1;
+
+}  // namespace vsock::sock::wire

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of the fuzz targets into tests/fuzz/corpus/<target>/.
+
+The messages are built here from the tables of docs/protocol.md, not with
+the C++ encoders, so the seeds also cross-check the layout. Re-run after a
+format change and commit the result:  python3 tests/fuzz/make_corpus.py
+"""
+import os
+import shutil
+import socket
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def ip4(text):
+    return socket.inet_pton(socket.AF_INET, text) + bytes(12)
+
+
+def ip6(text):
+    return socket.inet_pton(socket.AF_INET6, text)
+
+
+def request(family, cport, sport, cip, sip, nonce, flags=0, reserved=0):
+    # magic, version, family, flags, client port, server port, IPs, nonce, reserved
+    return (b"VSK1" + struct.pack(">BBHHH", 1, family, flags, cport, sport) + cip + sip +
+            struct.pack(">QI", nonce, reserved))
+
+
+def ring(address, rkey, capacity):
+    return struct.pack(">QII", address, rkey, capacity)
+
+
+def accept(nonce, address, rkey, capacity):
+    return b"VSK1" + bytes([1, 0, 0, 0]) + struct.pack(">Q", nonce) + ring(address, rkey, capacity)
+
+
+def switch(nonce, tcp_bytes, address, rkey, capacity):
+    return b"VSKS" + bytes([1, 0, 0, 0]) + struct.pack(">QQ", nonce, tcp_bytes) + ring(address, rkey, capacity)
+
+
+def sockaddr_in(ip, port):  # struct sockaddr_in, host-order family (x86-64)
+    return struct.pack("<H", socket.AF_INET) + struct.pack(">H", port) + socket.inet_pton(socket.AF_INET, ip) + bytes(8)
+
+
+def sockaddr_in6(ip, port, scope=0):
+    return (struct.pack("<H", socket.AF_INET6) + struct.pack(">HI", port, 0) + socket.inet_pton(socket.AF_INET6, ip) +
+            struct.pack("<I", scope))
+
+
+# --- fuzz_remote_ring programs (format: see fuzz_remote_ring.cpp) -----------
+
+def u16(v): return struct.pack("<H", v)
+def u32(v): return struct.pack("<I", v)
+
+
+def length_small(n):   # pick_length selector 0: one byte
+    return bytes([0, 0, n])
+
+
+def length_u32(n):     # selector 1: four bytes
+    return bytes([1, 0]) + u32(n)
+
+
+def length_space(delta=0):  # selector 3: space left + delta
+    return bytes([3, delta & 0xff])
+
+
+def length_used(delta=0):   # selector 4: bytes in flight/used + delta
+    return bytes([4, delta & 0xff])
+
+
+def remote_ring_program(capacity_shift, address_page, ops):
+    # mode 0, capacity 2^shift, rkey, address selector 2 (page number << 12)
+    return bytes([0, capacity_shift]) + u32(0x1234) + bytes([2]) + u16(address_page) + b"".join(ops)
+
+
+PLAN_COMMIT, COMMIT, CREDIT, CREDIT_ALL = 0x80, 1, 2, 3
+RI_WRITABLE, RI_READABLE, RI_PRODUCE, RI_CONSUME, RI_CONTAINS, RI_ALL = range(6)
+
+
+def ring_index_program(capacity_shift, below_wrap, ops):
+    # mode 1, capacity 2^shift, start = 2^64 - 1 - below_wrap
+    return bytes([1, capacity_shift, 1]) + u16(below_wrap) + b"".join(ops)
+
+
+SEEDS = {
+    "fuzz_upgrade_request": {
+        "ipv4": request(4, 40000, 8080, ip4("10.0.0.1"), ip4("10.0.0.2"), 0x0123456789ABCDEF),
+        "ipv6": request(6, 1, 65535, ip6("2001:db8::1"), ip6("fe80::1"), 0xFEDCBA9876543210),
+        "ipv6_mapped": request(6, 5000, 6000, ip6("::ffff:192.168.1.1"), ip6("::ffff:192.168.1.2"), 7),
+        "ipv6_half_mapped": request(6, 5000, 6000, ip6("::ffff:192.168.1.1"), ip6("2001:db8::2"), 7),
+        "same_ends": request(4, 7000, 7000, ip4("127.0.0.1"), ip4("127.0.0.1"), 1),
+        "unknown_flags": request(4, 1, 2, ip4("1.2.3.4"), ip4("5.6.7.8"), 0, flags=0x8001),
+        "padded_by_cm": request(4, 1234, 80, ip4("10.1.1.1"), ip4("10.1.1.2"), 42) + bytes([0xA5]) * 36,
+        "reserved_set": request(4, 1, 2, ip4("1.2.3.4"), ip4("5.6.7.8"), 0, reserved=1),
+        "sockaddr_in": sockaddr_in("192.0.2.1", 443),
+        "sockaddr_in6": sockaddr_in6("2001:db8::42", 22, scope=3),
+        "sockaddr_in6_mapped": sockaddr_in6("::ffff:192.0.2.1", 443),
+    },
+    "fuzz_upgrade_accept": {
+        "accept": accept(0x1122334455667788, 0x7F0012340000, 0xDEADBEEF, 1 << 20),
+        "largest_ring": accept(1, 0x7F0000000000, 1, 1 << 31),
+        "top_of_address_space": accept(2, (1 << 64) - 1 - 4096, 2, 4096),
+        "padded_rep": accept(3, 0x10000, 3, 65536) + bytes([0xFF]) * 164,  # an IB CM REP: 196 bytes
+        "not_power_of_two": accept(4, 0x10000, 4, 3000),
+    },
+    "fuzz_switch_message": {
+        "switch": switch(0x1122334455667788, 0x100000002, 0x7F0056780000, 0x01020304, 65536),
+        "nothing_on_tcp": switch(5, 0, 0x10000, 5, 4096),
+        "everything_on_tcp": switch(6, (1 << 64) - 1, 0x10000, 6, 1 << 31),
+        "padded_recv": switch(7, 1234, 0x20000, 7, 8192) + bytes(88),
+    },
+    "fuzz_remote_ring": {
+        # Write, credit, write across the end of the ring, credit it all.
+        "remote_wrap": remote_ring_program(12, 16, [
+            bytes([COMMIT]) + length_u32(4000), bytes([CREDIT_ALL]) + length_used(),
+            bytes([PLAN_COMMIT]) + length_small(200), bytes([CREDIT]) + length_used(),
+            bytes([0]) + length_space(), bytes([PLAN_COMMIT]) + length_space(1)]),
+        # Fill the ring, try past it, then a credit larger than in flight.
+        "remote_full": remote_ring_program(10, 1, [
+            bytes([PLAN_COMMIT]) + length_space(), bytes([0]) + length_small(1),
+            bytes([CREDIT]) + length_used(1), bytes([CREDIT]) + length_used()]),
+        # Counters that wrap 2^64 while data crosses the ring's end.
+        "index_counter_wrap": ring_index_program(10, 100, [
+            bytes([RI_PRODUCE]) + length_u32(900), bytes([RI_CONSUME]) + length_used(),
+            bytes([RI_WRITABLE]) + length_space(), bytes([RI_PRODUCE]) + length_small(250),
+            bytes([RI_READABLE]) + length_used(), bytes([RI_ALL]) + length_small(0),
+            bytes([RI_CONTAINS]) + length_small(24) + length_small(250)]),
+    },
+}
+
+
+def main():
+    for target, seeds in SEEDS.items():
+        directory = os.path.join(CORPUS, target)
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory)
+        for name, data in seeds.items():
+            with open(os.path.join(directory, name), "wb") as f:
+                f.write(data)
+    print("wrote", sum(len(s) for s in SEEDS.values()), "seeds under", CORPUS)
+
+
+if __name__ == "__main__":
+    main()
