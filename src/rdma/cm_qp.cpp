@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "core/log.hpp"
+
 namespace vsock::rdma {
 namespace {
 
@@ -59,6 +61,8 @@ Status cm_qp_ready(const CmId& id, RcQueuePair& qp) {
   attr.qp_state = IBV_QPS_RTR;
   int rc = cm_attributes(id, &attr, &mask, "RTR");
   if (rc != 0) return Status::fail(rc);
+  VSOCK_LOG(kDebug, "rdma_cm RTR for QP %u: min_rnr_timer %u -> %u, path_mtu %d", qp.qpn(), attr.min_rnr_timer,
+            config.min_rnr_timer, static_cast<int>(attr.path_mtu));
   attr.min_rnr_timer = config.min_rnr_timer;  // rdma_cm says 0: 655 ms
   mask |= IBV_QP_MIN_RNR_TIMER;
   Status step = qp.modify(attr, mask, "to RTR (rdma_cm)");
@@ -69,9 +73,12 @@ Status cm_qp_ready(const CmId& id, RcQueuePair& qp) {
   attr.qp_state = IBV_QPS_RTS;
   rc = cm_attributes(id, &attr, &mask, "RTS");
   if (rc != 0) return Status::fail(rc);
-  // rdma_cm derives the ACK timeout from the path's packet lifetime (about
-  // half a second on RoCE); keep the verbs layer's tuning instead, so that a
-  // QP behaves the same however it was connected.
+  // rdma_cm derives the ACK timeout from the path's packet lifetime: 19 on
+  // rxe, 4.096 us * 2^19 = 2.1 s before a lost packet is resent. Keep the
+  // verbs layer's tuning instead, so that a QP behaves the same however it
+  // was connected.
+  VSOCK_LOG(kDebug, "rdma_cm RTS for QP %u: timeout %u -> %u, retry_cnt %u -> %u, rnr_retry %u -> %u", qp.qpn(),
+            attr.timeout, config.timeout, attr.retry_cnt, config.retry_cnt, attr.rnr_retry, config.rnr_retry);
   attr.timeout = config.timeout;
   attr.retry_cnt = config.retry_cnt;
   attr.rnr_retry = config.rnr_retry;

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/log.hpp"
+
 namespace vsock::test {
 
 std::string rdma_test_address() {
@@ -42,6 +44,12 @@ rdma::CmQpSetup CmSide::setup() const {
 }
 
 int open_cm_side(const char* program, CmSide* side) {
+  // The library reads VSOCK_LOG_LEVEL through its configuration, which a
+  // test program does not load: honour it here (e.g. debug, for rdma_cm's
+  // QP attributes).
+  const char* level_text = getenv("VSOCK_LOG_LEVEL");
+  core::LogLevel level;
+  if (level_text && core::parse_log_level(level_text, &level)) core::log_set_level(level);
   int exit_code = 0;
   core::Result<rdma::Device> device = open_test_device(program, &exit_code);
   if (!device) return exit_code;
