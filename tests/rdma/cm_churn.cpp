@@ -225,7 +225,11 @@ int server(int control, int rounds) {
         !drive(side, connection, rdma::CmConnectionState::kConnected, "ESTABLISHED"))
       return 1;
     times.push_back(elapsed_ms(start));
-    if (!wait_one(side, IBV_WC_RECV, "the client's SEND")) return 1;
+    // Disconnect only once the client has its SEND's completion: rxe hands
+    // us the receive before it sends the ACK, and a QP moved to ERROR in
+    // between never sends it (the client would retry until it sees our
+    // DISCONNECTED, which a test blocked on its CQ does not look at).
+    if (!wait_one(side, IBV_WC_RECV, "the client's SEND") || !barrier(control, kStepMs)) return 1;
     if (!end_round(side, connection, round % 2 == 1)) return 1;
     connection = rdma::CmConnection();
     if (!barrier(control, kStepMs)) return 1;
@@ -275,7 +279,8 @@ int client(int control, int rounds) {
     wr.num_sge = 1;
     wr.opcode = IBV_WR_SEND;
     wr.send_flags = IBV_SEND_SIGNALED;
-    if (!connection.qp().post_send(&wr) || !wait_one(side, IBV_WC_SEND, "our SEND")) return 1;
+    if (!connection.qp().post_send(&wr) || !wait_one(side, IBV_WC_SEND, "our SEND") || !barrier(control, kStepMs))
+      return 1;
     if (!end_round(side, connection, round % 2 == 0)) return 1;
     connection = rdma::CmConnection();
     if (!barrier(control, kStepMs)) return 1;

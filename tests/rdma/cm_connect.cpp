@@ -6,8 +6,9 @@
 // 32-byte reply in UpgradeAccept's layout (its ring's address and rkey).
 // The client checks the reply, then the connected QP carries an RDMA WRITE
 // WITH IMMEDIATE into the server's ring and a SEND, the server SENDs back,
-// and the client disconnects: both sides must see DISCONNECTED, and hold no
-// cm id or QP afterwards. Prints the connect and disconnect times.
+// and the client disconnects: both sides must see DISCONNECTED (the
+// server's pending receive flushed by it), and hold no cm id or QP after.
+// Prints the connect and disconnect times.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -88,6 +89,19 @@ bool expect_completion(CmSide& side, ibv_wc_opcode opcode, uint32_t byte_len, ib
     return false;
   }
   return true;
+}
+
+// Takes the next completion, whatever its status (wait_completion treats
+// an error status as a failure); false on timeout.
+bool wait_completion_status(rdma::CompletionQueue& cq, ibv_wc* out, const Deadline& deadline) {
+  for (int polls = 0; polls < 1000000; ++polls) {
+    core::Result<int> n = cq.poll(out, 1);
+    if (!n) return false;
+    if (n.value() == 1) return true;
+    if (deadline.expired()) return false;
+    usleep(1000);
+  }
+  return false;
 }
 
 // Processes events of `connection` until it reaches `state`.
@@ -203,10 +217,22 @@ int server(int control) {
       !expect_completion(side, IBV_WC_SEND, 0, &wc, "the reply SEND"))
     return 1;
   printf("%s: server: WRITE WITH IMM (%u B) and SEND (%u B) received and verified\n", kProgram, kWriteBytes, kSendBytes);
+  // Our reply's completion is in: the client may disconnect now. (Sooner,
+  // and its QP could go to ERROR between taking our SEND and ACKing it.)
+  if (!barrier(control, kStepMs)) return 1;
 
+  // A receive the client will never satisfy: the DISCONNECTED event must
+  // flush it (the QP goes to ERROR), so nothing waits on a dead connection.
+  if (!post_recv(connection.qp(), recv_buffer.value(), 4)) return 1;
   // The client disconnects; we answer and see DISCONNECTED.
   if (!drive_connection(side, connection, rdma::CmConnectionState::kDisconnected, "DISCONNECTED")) return 1;
-  printf("%s: server: DISCONNECTED seen\n", kProgram);
+  Deadline flush_deadline(kStepMs / 1000.0);
+  if (!wait_completion_status(side.cq, &wc, flush_deadline) || wc.wr_id != 4 || wc.status != IBV_WC_WR_FLUSH_ERR) {
+    fprintf(stderr, "%s: FAILED: the pending receive was not flushed (wr_id %llu, status %s)\n", kProgram,
+            static_cast<unsigned long long>(wc.wr_id), ibv_wc_status_str(wc.status));
+    return 1;
+  }
+  printf("%s: server: DISCONNECTED seen, pending receive flushed\n", kProgram);
   connection = rdma::CmConnection();
   listener.value() = rdma::CmListener();
   close(accepted);
@@ -303,6 +329,7 @@ int client(int control) {
   }
   printf("%s: client: QP carried WRITE WITH IMM + SEND, and the server's SEND back\n", kProgram);
 
+  if (!barrier(control, kStepMs)) return 1;  // the server has its reply's completion
   start = now_seconds();
   if (!connection.disconnect()) return 1;
   if (!drive_connection(side, connection, rdma::CmConnectionState::kDisconnected, "DISCONNECTED")) return 1;
