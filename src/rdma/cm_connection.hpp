@@ -67,7 +67,12 @@ class CmConnection {
   Status on_event(const CmEvent& event);
   // Starts an orderly disconnect (kAccepting, kConnected): the peer gets
   // DISCONNECTED, we get DISCONNECTED once it answered (or the CM gave up).
-  // The QP goes to ERROR at once. A no-op in other states.
+  // The QP goes to ERROR at once. A no-op in other states. In kAccepting the
+  // CM has nothing to disconnect yet (no DISCONNECTED follows): destroying
+  // the connection is what withdraws an accept.
+  // The last ACKs may be lost with the QP: a peer waiting for a completion
+  // learns of the end from its DISCONNECTED event (which flushes its QP).
+  // Disconnect when both sides are done, as a close handshake does.
   Status disconnect();
 
  private:

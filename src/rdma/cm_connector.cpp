@@ -1,5 +1,6 @@
 #include "rdma/cm_connector.hpp"
 
+#include <netinet/in.h>
 #include <time.h>
 
 #include <cerrno>
@@ -70,7 +71,13 @@ core::Result<CmConnector> CmConnector::start(CmEventChannel& channel, const CmCo
   connector.deadline_ms_ = monotonic_ms() + params.timeout_ms;
   connector.stage_ = CmConnectStage::kResolvingAddress;
   // The source pins the device and port rdma_cm uses to the interface the
-  // TCP connection left from; without it the routing table decides.
+  // TCP connection left from; without it the routing table decides. Its
+  // port is the TCP socket's and means nothing here: rdma_cm would try to
+  // bind it in its own TCP port space (EADDRINUSE if a listener has it).
+  if (connector.params_.source.ss_family == AF_INET)
+    reinterpret_cast<sockaddr_in*>(&connector.params_.source)->sin_port = 0;
+  else if (connector.params_.source.ss_family == AF_INET6)
+    reinterpret_cast<sockaddr_in6*>(&connector.params_.source)->sin6_port = 0;
   sockaddr* source =
       params.source.ss_family == AF_UNSPEC ? nullptr : reinterpret_cast<sockaddr*>(&connector.params_.source);
   sockaddr* destination = reinterpret_cast<sockaddr*>(&connector.params_.destination);

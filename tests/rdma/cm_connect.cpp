@@ -254,16 +254,18 @@ int client(int control) {
 
   // The kernel handshake comes first (DESIGN decision 2).
   sockaddr_storage destination, source;
-  if (!make_address(ip, port, &destination) || !make_address(ip, 0, &source)) return 1;
+  socklen_t source_length = sizeof source;
+  if (!make_address(ip, port, &destination)) return 1;
   int tcp = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (tcp < 0 || connect(tcp, reinterpret_cast<sockaddr*>(&destination), sizeof(sockaddr_in)) != 0) {
+  if (tcp < 0 || connect(tcp, reinterpret_cast<sockaddr*>(&destination), sizeof(sockaddr_in)) != 0 ||
+      getsockname(tcp, reinterpret_cast<sockaddr*>(&source), &source_length) != 0) {
     perror("client: TCP connect");
     return 1;
   }
 
   rdma::CmConnectParams params;
   params.destination = destination;
-  params.source = source;
+  params.source = source;  // as the library will: the TCP socket's own address, port and all
   params.timeout_ms = kConnectTimeoutMs;
   fill_pattern(params.private_data, rdma::kCmMaxConnectPrivateData, kRequestSeed, 0);
   params.private_data_length = rdma::kCmMaxConnectPrivateData;
