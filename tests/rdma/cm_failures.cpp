@@ -230,8 +230,11 @@ int client(int control) {
     fprintf(stderr, "%s: FAILED: listener_closed: want rejected, no_listener or unreachable\n", kProgram);
     ok = false;
   }
-  printf("%s: MEASURED listener_closed: %s -> %s\n", kProgram, summarize_ms(times).c_str(),
-         rdma::cm_outcome_name(closed.outcome));
+  size_t nonzero = 0;
+  for (size_t i = 0; i < closed.private_data.length; ++i) nonzero += closed.private_data.bytes[i] != 0;
+  printf("%s: MEASURED listener_closed: %s -> %s, reason %d, %zu bytes of private data (%zu not zero)\n", kProgram,
+         summarize_ms(times).c_str(), rdma::cm_outcome_name(closed.outcome), closed.reject_reason,
+         closed.private_data.length, nonzero);
   if (!barrier(control, kStepMs)) return 1;
   if (!barrier(control, kStepMs)) return 1;  // the server listens on that port again
 
