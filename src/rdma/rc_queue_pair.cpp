@@ -178,6 +178,12 @@ Status RcQueuePair::to_error() {
   return ok_status();
 }
 
+Status RcQueuePair::modify(ibv_qp_attr& attr, int mask, const char* what) {
+  int rc = ibv_modify_qp(qp_, &attr, mask);
+  if (rc != 0) return Status::fail(report_error(rc, "QP %u %s", qpn(), what));
+  return ok_status();
+}
+
 Status RcQueuePair::post_send(ibv_send_wr* wr) {
   ibv_send_wr* bad = nullptr;
   int rc = ibv_post_send(qp_, wr, &bad);

@@ -62,6 +62,9 @@ class RcQueuePair {
   uint32_t qpn() const { return qp_ ? qp_->qp_num : 0; }
   // The inline size the device granted (may exceed what was asked).
   uint32_t max_inline_data() const { return max_inline_; }
+  const RcQpConfig& config() const { return config_; }
+  // The device port the QP was created for.
+  uint8_t port() const { return port_; }
   // This side's endpoint, to be sent to the peer; `psn` as given to connect().
   QpEndpoint local_endpoint(uint32_t psn) const;
 
@@ -73,6 +76,10 @@ class RcQueuePair {
   // ERROR: outstanding work requests complete with IBV_WC_WR_FLUSH_ERR, which
   // is how a connection is torn down without waiting for the peer.
   Status to_error();
+  // Applies attributes computed elsewhere: rdma_cm's rdma_init_qp_attr()
+  // knows the path, the peer's QP number and both PSNs (src/rdma/cm_qp.cpp).
+  // `what` names the step in the error report.
+  Status modify(ibv_qp_attr& attr, int mask, const char* what);
 
   Status post_send(ibv_send_wr* wr);
   Status post_recv(ibv_recv_wr* wr);
