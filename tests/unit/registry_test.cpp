@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -96,7 +97,12 @@ TEST(Registry, ConcurrentLookupAndRecycling) {
       }
     });
   }
-  for (int round = 0; round < kRounds; ++round) {
+  // At least kRounds rounds, and on until the readers have raced with us a
+  // while (on a loaded machine they may not get a CPU before kRounds end);
+  // bounded by 10 s.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (int round = 0; round < kRounds || (seen.load() < 1000 && std::chrono::steady_clock::now() < deadline);
+       ++round) {
     int fd = kBase + round % kFds;
     register_socket(fd, (fd % 2) ? AF_INET6 : AF_INET, SOCK_STREAM, 0, SocketRole::kUnknown);
     if (round % 3 == 0) forget_fd(fd);
