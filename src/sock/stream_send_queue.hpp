@@ -31,6 +31,8 @@ class SendQueueTracker {
   uint32_t room() const { return depth_ - outstanding(); }
   uint32_t signaled_outstanding() const { return signaled_outstanding_; }
   uint64_t posted() const { return posted_; }
+  // Requests known to have finished: every sequence number below this.
+  uint64_t completed() const { return completed_; }
 
   // Whether the next request (if posted) must be signalled.
   bool next_signaled(bool force) const;
