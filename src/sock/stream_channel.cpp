@@ -25,6 +25,7 @@ constexpr int kPollBatch = 32;
 constexpr int kMaxPollRounds = 4;
 constexpr uint32_t kRecvPostMax = 64;  // receives linked into one ibv_post_recv
 constexpr uint32_t kCqSlack = 16;
+constexpr uint8_t kTransportRetries = 6;
 
 core::Result<rdma::RcQueuePair> create_queue_pair(const rdma::Device& device, const rdma::ProtectionDomain& pd,
                                                   const rdma::CompletionQueue& cq, const StreamConfig& config) {
@@ -36,6 +37,11 @@ core::Result<rdma::RcQueuePair> create_queue_pair(const rdma::Device& device, co
   // The queue pair only ever reaches this channel's own PD, whose one
   // remotely writable region is the ring.
   qp_config.remote_access = IBV_ACCESS_REMOTE_WRITE;
+  // A dead peer must show up as a failed request. Soft-RoCE (rxe) treats a
+  // transport retry count of 7 as "retry forever", like rnr_retry 7, so
+  // with 7 a killed peer is never noticed there; 6 is finite everywhere:
+  // 7 tries of `timeout` (14: 67 ms) before IBV_WC_RETRY_EXC_ERR.
+  qp_config.retry_cnt = kTransportRetries;
   // Providers cap inline data differently (rxe: 512 bytes) and say so only
   // by refusing the queue pair: halve until one is granted.
   uint32_t inline_size = config.inline_size;
@@ -406,6 +412,13 @@ Status StreamChannel::probe() {
   return error_ != 0 ? Status::fail(error_) : rdma::ok_status();
 }
 
+void StreamChannel::note_idle(int ms) {
+  idle_ms_ += ms > 0 ? ms : 0;
+  if (idle_ms_ < kProbeIdleMs) return;
+  idle_ms_ = 0;
+  probe();
+}
+
 // -------------------------------------------------------------- receiving --
 
 Status StreamChannel::post_receives(uint32_t count) {
@@ -523,6 +536,7 @@ core::Result<int> StreamChannel::progress() {
     if (polled.value() < kPollBatch) break;
   }
   counters_.completions += static_cast<uint64_t>(taken);
+  if (taken > 0) idle_ms_ = 0;
   replenish_receives();
   pump_sends(false);
   return R::ok(taken);

@@ -140,9 +140,13 @@ class StreamChannel {
   core::Result<int> drain_events();
   // Posts a zero-length RDMA WRITE (invisible to the peer) unless a
   // signalled request is outstanding anyway: a dead peer then shows up as
-  // a failed completion instead of silence. wait_until() calls it when a
-  // wait has been idle for a while.
+  // a failed completion instead of silence.
   rdma::Status probe();
+  // A waiter slept `ms` without any event. Once kProbeIdleMs of such sleep
+  // has added up with no completion in between (over any number of waits:
+  // callers often wait in short slices), probes. wait_until() calls it.
+  void note_idle(int ms);
+  static constexpr int kProbeIdleMs = 1000;
 
   // --- state -------------------------------------------------------------
   bool started() const { return started_; }
@@ -158,6 +162,8 @@ class StreamChannel {
   const StreamConfig& config() const { return config_; }
   const StreamCounters& counters() const { return counters_; }
   uint64_t peer_ring_capacity() const { return remote_.capacity(); }
+  const SendQueueTracker& send_queue() const { return sq_; }
+  uint64_t peer_in_flight() const { return remote_.in_flight(); }  // written, not yet credited
 
  private:
   class PostBatch;
@@ -198,6 +204,7 @@ class StreamChannel {
   uint32_t recvs_posted_ = 0;
   uint32_t recvs_to_post_ = 0;
   uint32_t recv_batch_ = 1;
+  int idle_ms_ = 0;  // slept without a completion since the last one
   uint64_t probe_sequence_ = 0;
   uint64_t reset_sequence_ = 0;
   uint64_t fin_sequence_ = 0;

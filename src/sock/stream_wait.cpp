@@ -52,7 +52,6 @@ core::Result<bool> wait_until(StreamChannel& channel, WaitPredicate ready, void*
   }
 
   // 2 and 3. Arm, poll once more, sleep; repeat.
-  int idle_ms = 0;
   for (;;) {
     rdma::Status armed = channel.arm();
     if (!armed) return R::fail(armed.error());
@@ -68,14 +67,9 @@ core::Result<bool> wait_until(StreamChannel& channel, WaitPredicate ready, void*
     long n = ::syscall(SYS_ppoll, &pfd, 1, &timeout, nullptr, 0);
     if (n < 0) return R::fail(errno);  // EINTR included: the caller decides about restarting
     if (n == 0) {
-      idle_ms += slice;
-      if (idle_ms >= kProbeIdleMs) {
-        idle_ms = 0;
-        channel.probe();
-      }
+      channel.note_idle(slice);
       continue;  // the CQ is still armed; arming again is harmless
     }
-    idle_ms = 0;
     core::Result<int> drained = channel.drain_events();
     if (!drained) return R::fail(drained.error());
   }

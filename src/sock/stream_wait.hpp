@@ -10,9 +10,10 @@
 //   3. sleep in ppoll (the raw system call, never the interposed one) on
 //      the completion fd, at most kWaitSliceMs at a time, drain the events
 //      (which disarms the CQ) and go back to 2.
-// A wait that stays idle for kProbeIdleMs asks the channel for a liveness
-// probe, so a peer that died while we only read is found (its queue pair
-// stops acknowledging) instead of waited for forever.
+// Sleep that ends without an event is reported to the channel
+// (note_idle), which probes the peer after StreamChannel::kProbeIdleMs of
+// it, so a peer that died while we only read is found (its queue pair stops
+// acknowledging) instead of waited for forever.
 #pragma once
 #include <cstdint>
 
@@ -22,7 +23,6 @@
 namespace vsock::sock {
 
 inline constexpr int kWaitSliceMs = 100;
-inline constexpr int kProbeIdleMs = 1000;
 
 using WaitPredicate = bool (*)(const StreamChannel& channel, void* context);
 
