@@ -473,7 +473,8 @@ void StreamChannel::handle_receive(const ibv_wc& wc) {
       // The device reports how many bytes the write carried; a length that
       // differs would make us hand out bytes the peer never wrote.
       if (wc.byte_len != immediate.value) return violation("DATA length differs from the bytes written");
-      if (!ring_.on_peer_write(immediate.value)) return violation("DATA beyond the credit the writer had");
+      if (!credit_.accepts_write(ring_.available(), immediate.value) || !ring_.on_peer_write(immediate.value))
+        return violation("DATA beyond the credit the writer had");
       credit_.on_peer_wrote(ring_.available());
       ++counters_.data_received;
       return;

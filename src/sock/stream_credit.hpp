@@ -23,6 +23,17 @@ class CreditReturn {
   CreditReturn() = default;
   explicit CreditReturn(uint64_t ring_capacity);
 
+  // Whether the peer may write `length` more bytes while `ring_used` are in
+  // the ring: at most the credit it could have, the ring minus what is in
+  // it minus what was consumed but not yet reported. (Free ring space is
+  // not enough: consumed, unreported bytes are free space the writer does
+  // not know about. Credit posted but not yet received only makes this
+  // more lenient, never wrong for a correct writer.)
+  bool accepts_write(uint64_t ring_used, uint64_t length) const {
+    return ring_used <= capacity_ && unreported_ <= capacity_ - ring_used &&
+           length <= capacity_ - ring_used - unreported_;
+  }
+
   // The peer wrote; `ring_used` bytes are now in the ring, unread. Notes
   // whether that used up the writer's credit.
   void on_peer_wrote(uint64_t ring_used) {

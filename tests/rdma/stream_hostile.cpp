@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "rdma/completion_queue.hpp"
 #include "rdma/memory_region.hpp"
@@ -115,7 +116,8 @@ void report_attacker_completions(Attacker& a, const char* name) {
 
 struct Case {
   const char* name;
-  uint32_t valid_prefix;  // bytes of good DATA the victim reads before the attack
+  uint32_t valid_prefix;  // bytes of good DATA written before the attack
+  uint32_t prefix_read;   // of which the victim reads this many (0: all)
   bool device_refuses;    // the victim's device rejects it: reset or nothing
   bool (*attack)(Attacker& a);
 };
@@ -124,35 +126,44 @@ struct Case {
 bool send_prefix(Attacker& a, uint32_t length) { return write_imm(a, 0, length, word(kData, length)); }
 
 const Case kCases[] = {
-    {"type 3 immediate", 0, false, [](Attacker& a) { return write_imm(a, 0, 0, word(3, 5)); }},
-    {"type 3 after valid data", 1000, false, [](Attacker& a) { return write_imm(a, 1000, 0, word(3, 0)); }},
-    {"zero-length DATA", 0, false, [](Attacker& a) { return write_imm(a, 0, 0, word(kData, 0)); }},
-    {"DATA longer than the bytes written", 0, false,
+    {"type 3 immediate", 0, 0, false, [](Attacker& a) { return write_imm(a, 0, 0, word(3, 5)); }},
+    {"type 3 after valid data", 1000, 0, false, [](Attacker& a) { return write_imm(a, 1000, 0, word(3, 0)); }},
+    {"zero-length DATA", 0, 0, false, [](Attacker& a) { return write_imm(a, 0, 0, word(kData, 0)); }},
+    {"DATA longer than the bytes written", 0, 0, false,
      [](Attacker& a) { return write_imm(a, 0, 10, word(kData, 100)); }},
-    {"DATA of 2^30-1 with no bytes", 0, false,
+    {"DATA of 2^30-1 with no bytes", 0, 0, false,
      [](Attacker& a) { return write_imm(a, 0, 0, word(kData, (1u << 30) - 1)); }},
-    {"DATA beyond credit (ring full, then more)", 0, false,
+    {"DATA beyond credit (ring full, then more)", 0, 0, false,
      [](Attacker& a) {
        // 60000 + 5536 fill the 64 KiB ring exactly (legal); 4464 more at the
        // ring's start are bytes the writer never had credit for.
        return write_imm(a, 0, 60000, word(kData, 60000)) && write_imm(a, 60000, 5536, word(kData, 5536)) &&
               write_imm(a, 0, 4464, word(kData, 4464));
      }},
-    {"CREDIT with nothing in flight", 0, false, [](Attacker& a) { return write_imm(a, 0, 0, word(kCredit, 100)); }},
-    {"zero CREDIT", 0, false, [](Attacker& a) { return write_imm(a, 0, 0, word(kCredit, 0)); }},
-    {"CONTROL with unknown code 7", 0, false, [](Attacker& a) { return write_imm(a, 0, 0, word(kControl, 7)); }},
-    {"DATA after FIN", 0, false,
+    {"DATA into consumed but uncredited space", 60000, 1000, false,
+     [](Attacker& a) {
+       // The victim read 1000 of 60000 bytes and (under a quarter ring, writer
+       // not stalled) has not credited them. The writer writes 5000 of its
+       // 5536 bytes of credit, then 1000: more than its credit (536), less
+       // than the ring's free space (1536). Not filling the credit exactly
+       // keeps the victim from returning credit in between.
+       return write_imm(a, 60000, 5000, word(kData, 5000)) && write_imm(a, 0, 1000, word(kData, 1000));
+     }},
+    {"CREDIT with nothing in flight", 0, 0, false, [](Attacker& a) { return write_imm(a, 0, 0, word(kCredit, 100)); }},
+    {"zero CREDIT", 0, 0, false, [](Attacker& a) { return write_imm(a, 0, 0, word(kCredit, 0)); }},
+    {"CONTROL with unknown code 7", 0, 0, false, [](Attacker& a) { return write_imm(a, 0, 0, word(kControl, 7)); }},
+    {"DATA after FIN", 0, 0, false,
      [](Attacker& a) { return write_imm(a, 0, 0, word(kControl, 1)) && write_imm(a, 0, 10, word(kData, 10)); }},
-    {"second FIN", 0, false,
+    {"second FIN", 0, 0, false,
      [](Attacker& a) { return write_imm(a, 0, 0, word(kControl, 1)) && write_imm(a, 0, 0, word(kControl, 1)); }},
-    {"FIN with a payload", 0, false, [](Attacker& a) { return write_imm(a, 0, 8, word(kControl, 1)); }},
-    {"SEND with a payload", 0, false, [](Attacker& a) { return post(a, IBV_WR_SEND, 0, 16, 0); }},
-    {"zero-length SEND WITH IMMEDIATE", 0, false,
+    {"FIN with a payload", 0, 0, false, [](Attacker& a) { return write_imm(a, 0, 8, word(kControl, 1)); }},
+    {"SEND with a payload", 0, 0, false, [](Attacker& a) { return post(a, IBV_WR_SEND, 0, 16, 0); }},
+    {"zero-length SEND WITH IMMEDIATE", 0, 0, false,
      [](Attacker& a) { return post(a, IBV_WR_SEND_WITH_IMM, 0, 0, word(kData, 1)); }},
-    {"RDMA WRITE past the ring's end", 0, true, [](Attacker& a) { return post(a, IBV_WR_RDMA_WRITE, kRing, 64, 0); }},
-    {"RDMA WRITE straddling the ring's end", 0, true,
+    {"RDMA WRITE past the ring's end", 0, 0, true, [](Attacker& a) { return post(a, IBV_WR_RDMA_WRITE, kRing, 64, 0); }},
+    {"RDMA WRITE straddling the ring's end", 0, 0, true,
      [](Attacker& a) { return post(a, IBV_WR_RDMA_WRITE, kRing - 32, 64, 0); }},
-    {"RDMA READ of the ring", 0, true, [](Attacker& a) { return post(a, IBV_WR_RDMA_READ, 0, 64, 0); }},
+    {"RDMA READ of the ring", 0, 0, true, [](Attacker& a) { return post(a, IBV_WR_RDMA_READ, 0, 64, 0); }},
 };
 
 int run_victim(int fd, const rdma::Device& device, const Case& c) {
@@ -166,9 +177,9 @@ int run_victim(int fd, const rdma::Device& device, const Case& c) {
   Deadline deadline(20);
   char verdict = 'n';
   if (c.valid_prefix > 0) {
-    uint8_t buffer[4096];
-    if (!read_exact(ch, buffer, c.valid_prefix, deadline) ||
-        check_stream(buffer, c.valid_prefix, kSeed, 0) != c.valid_prefix) {
+    uint32_t length = c.prefix_read != 0 ? c.prefix_read : c.valid_prefix;
+    std::vector<uint8_t> buffer(length);
+    if (!read_exact(ch, buffer.data(), length, deadline) || check_stream(buffer.data(), length, kSeed, 0) != length) {
       fprintf(stderr, "%s: %s: the valid prefix was not delivered intact\n", kProgram, c.name);
       return 1;
     }

@@ -74,6 +74,22 @@ TEST(CreditReturn, StallWithoutAFullRing) {
   EXPECT_EQ(credit.due(), 0u);      // it still has 50 bytes of credit: batch again
 }
 
+// A writer may use its credit, not the ring's free space: bytes consumed
+// but not yet reported are free space it does not know about.
+TEST(CreditReturn, AcceptsWritesUpToTheWritersCredit) {
+  CreditReturn credit(4096);
+  EXPECT_TRUE(credit.accepts_write(0, 4096));
+  EXPECT_FALSE(credit.accepts_write(0, 4097));
+  credit.on_peer_wrote(4000);
+  credit.on_consumed(1000);                     // ring now holds 3000, 1000 unreported
+  EXPECT_TRUE(credit.accepts_write(3000, 96));
+  EXPECT_FALSE(credit.accepts_write(3000, 97));  // fits the ring (1096 free), not the credit
+  credit.on_returned(1000);
+  EXPECT_TRUE(credit.accepts_write(3000, 1096));
+  EXPECT_FALSE(credit.accepts_write(3000, 1097));
+  EXPECT_FALSE(credit.accepts_write(5000, 0));   // nonsense state: refuse
+}
+
 TEST(CreditReturn, TinyRingsStillReturnCredit) {
   CreditReturn credit(2);
   EXPECT_EQ(credit.threshold(), 1u);
