@@ -72,6 +72,11 @@ core::Result<bool> wait_until(StreamChannel& channel, WaitPredicate ready, void*
     }
     core::Result<int> drained = channel.drain_events();
     if (!drained) return R::fail(drained.error());
+    // The event disarmed the CQ. Poll before arming again: the completion
+    // that woke us is usually the one we wait for, and arming is a system
+    // call on some providers (rxe).
+    done = step(channel, ready, context);
+    if (!done || done.value()) return done;
   }
 }
 

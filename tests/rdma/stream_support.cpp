@@ -47,7 +47,16 @@ core::Result<sock::StreamChannel> connect_stream(int fd, const rdma::Device& dev
   return made;
 }
 
-uint32_t spin_us() { return static_cast<uint32_t>(spin_budget_seconds() * 1e6); }
+namespace {
+int64_t spin_override = -1;
+}  // namespace
+
+uint32_t spin_us() {
+  if (spin_override >= 0) return static_cast<uint32_t>(spin_override);
+  return static_cast<uint32_t>(spin_budget_seconds() * 1e6 + 0.5);
+}
+
+void set_spin_us(int64_t us) { spin_override = us; }
 
 void fill_stream(uint8_t* data, size_t len, uint64_t seed, uint64_t position) {
   size_t i = 0;

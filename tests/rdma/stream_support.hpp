@@ -30,6 +30,8 @@ core::Result<sock::StreamChannel> connect_stream(int fd, const rdma::Device& dev
 // The spin budget of the waits, from VSOCK_TEST_SPIN_US (default 50 us),
 // the same knob the raw rdma tests use.
 uint32_t spin_us();
+// Overrides it (a profile's own spin_us); -1 goes back to the environment.
+void set_spin_us(int64_t us);
 
 // A pattern that depends on the stream (seed) and on the byte's position,
 // computed eight bytes at a time (checking 64 MiB under TCG emulation must
