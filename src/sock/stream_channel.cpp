@@ -121,7 +121,7 @@ core::Result<StreamChannel> StreamChannel::create(const rdma::Device& device, co
   channel.inline_limit_ = config.inline_size < channel.qp_.max_inline_data() ? config.inline_size
                                                                                : channel.qp_.max_inline_data();
   channel.max_segment_ = config.max_segment < kImmediateValueMax ? config.max_segment : kImmediateValueMax;
-  channel.sq_ = SendQueueTracker(config.sq_depth, config.signal_every, config.autocork);
+  channel.sq_ = SendQueueTracker(config.sq_depth, config.signal_every, config.autocork, kControlReserve);
   channel.credit_ = CreditReturn(channel.ring_.capacity());
   channel.recv_batch_ = config.rq_depth / 8 > 0 ? config.rq_depth / 8 : 1;
   return R::ok(std::move(channel));
@@ -347,7 +347,7 @@ void StreamChannel::queue_data(PostBatch& batch, bool force_flush) {
   const uint64_t capacity = remote_.capacity();
   while (staged_ > 0 && error_ == 0) {
     if (sq_.room() <= kControlReserve) {
-      ++counters_.sq_full;  // a signalled request is outstanding: its completion brings us back
+      ++counters_.sq_full;  // a signalled request is outstanding (the tracker's reserve rule): it brings us back
       return;
     }
     // Autocork: hold a small amount while a completion is on its way;

@@ -4,15 +4,16 @@
 
 namespace vsock::sock {
 
-SendQueueTracker::SendQueueTracker(uint32_t depth, uint32_t signal_every, bool keep_one_signaled)
+SendQueueTracker::SendQueueTracker(uint32_t depth, uint32_t signal_every, bool keep_one_signaled, uint32_t reserve)
     : depth_(depth > 0 ? depth : 1),
       signal_every_(signal_every > 0 ? signal_every : 1),
+      reserve_(reserve < depth_ ? reserve : depth_ - 1),
       keep_one_signaled_(keep_one_signaled) {}
 
 bool SendQueueTracker::next_signaled(bool force) const {
   if (force) return true;
   if (unsignaled_run_ + 1 >= signal_every_) return true;
-  if (outstanding() + 1 >= depth_) return true;
+  if (outstanding() + 1 >= depth_ - reserve_) return true;
   return keep_one_signaled_ && signaled_outstanding_ == 0;
 }
 

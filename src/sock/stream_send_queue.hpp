@@ -8,8 +8,12 @@
 // unsignalled ones included. A request is signalled when
 //   - signal_every requests have gone unsignalled (completions are cheap in
 //     batches, and the queue must drain even under a steady stream),
-//   - it is the last one that fits before the queue is full (otherwise a
-//     full queue of unsignalled requests would never report having room),
+//   - it is posted into the last `reserve` + 1 slots: the caller keeps
+//     `reserve` slots for control requests and stops other requests at
+//     that line, so the request that reaches it, and every one after it, is
+//     signalled. Then, whenever the queue is that full, the newest request
+//     in it is signalled and a completion is on its way (otherwise a queue
+//     of unsignalled requests would never report having room);
 //   - the caller forces it (FIN, a liveness probe: the caller waits for it),
 //   - with keep_one_signaled (autocork), none that is outstanding is: a
 //     corked writer relies on a completion coming to flush what it holds.
@@ -23,8 +27,8 @@ namespace vsock::sock {
 class SendQueueTracker {
  public:
   SendQueueTracker() = default;
-  // depth >= 1, signal_every >= 1 (clamped).
-  SendQueueTracker(uint32_t depth, uint32_t signal_every, bool keep_one_signaled);
+  // depth >= 1, signal_every >= 1 (clamped), reserve < depth (clamped).
+  SendQueueTracker(uint32_t depth, uint32_t signal_every, bool keep_one_signaled, uint32_t reserve = 0);
 
   uint32_t depth() const { return depth_; }
   uint32_t outstanding() const { return static_cast<uint32_t>(posted_ - completed_); }
@@ -46,6 +50,7 @@ class SendQueueTracker {
  private:
   uint32_t depth_ = 1;
   uint32_t signal_every_ = 1;
+  uint32_t reserve_ = 0;
   bool keep_one_signaled_ = false;
   uint64_t posted_ = 0;     // requests posted; the next one's sequence number
   uint64_t completed_ = 0;  // requests known to be finished (a prefix)

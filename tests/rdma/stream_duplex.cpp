@@ -8,8 +8,9 @@
 // end with FIN and must deliver every byte before end-of-stream, and the
 // checksums of what each side wrote and read are compared at the end.
 //
-// Two passes: "plain" (default-like queues, no autocork) with the full
-// size, and "cork" (autocork, 8-deep send queue, no inline) with an eighth
+// Three passes: "plain" (default-like queues, no autocork) with the full
+// size; "cork" (autocork, 8-deep send queue, no inline) and "sparse"
+// (8-deep send queue signalled less often than it is deep) with an eighth
 // of it, to run the held-back-data and full-queue paths.
 //
 // Usage: rdma_stream_duplex [MIB_EACH_WAY]  (default 64)
@@ -197,7 +198,15 @@ int run(int fd, int role, uint64_t mib) {
   cork.signal_every = 64;  // the full queue forces signals instead
   cork.autocork = true;
 
-  const Pass passes[] = {{"plain", plain, mib << 20}, {"cork", cork, (mib << 20) / 8}};
+  // Signals rarer than the send queue is deep, no autocork: only the
+  // queue-full rule produces completions.
+  sock::StreamConfig sparse = plain;
+  sparse.sq_depth = 8;
+  sparse.rq_depth = 16;
+  sparse.signal_every = 64;
+  sparse.inline_size = 0;
+
+  const Pass passes[] = {{"plain", plain, mib << 20}, {"cork", cork, (mib << 20) / 8}, {"sparse", sparse, (mib << 20) / 8}};
   for (const Pass& pass : passes)
     if (int rc = run_pass(fd, device.value(), role, pass); rc != 0) return rc;
   if (role == 0) printf("%s: OK\n", kProgram);

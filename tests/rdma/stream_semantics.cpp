@@ -12,6 +12,8 @@
 //                  quarter-ring threshold
 //   abort          abort() → the peer's read and write fail with ECONNRESET
 //   probe          a liveness probe completes and is invisible to the peer
+//   sparse_one_way a send queue signalled less often than it is deep keeps
+//                  moving one-way traffic without help from the idle probe
 //   not_started    a channel that is not connected: ENOTCONN, zero-length I/O
 //
 // Usage: rdma_stream_semantics
@@ -230,6 +232,37 @@ int case_probe(int fd, const rdma::Device& device, int role) {
   return barrier(fd, kSyncTimeoutMs) ? 0 : 1;
 }
 
+// One-way traffic through an 8-deep send queue signalled every 64 requests
+// (so only the reserve-line rule produces completions) and no credits of
+// the writer's own to post: progress must never depend on the idle probe.
+int case_sparse_one_way(int fd, const rdma::Device& device, int role) {
+  const char* name = "sparse_one_way";
+  sock::StreamConfig config = base_config();
+  config.sq_depth = 8;
+  config.rq_depth = 16;
+  config.signal_every = 64;
+  config.inline_size = 0;
+  auto made = connect_stream(fd, device, config, kProgram);
+  if (!made) return 1;
+  sock::StreamChannel& ch = made.value();
+  Deadline deadline(60);
+  constexpr size_t kTotal = 512 << 10, kWrite = 1024;
+  std::vector<uint8_t> data(kTotal);
+  fill_stream(data.data(), data.size(), 0x5A, 0);
+  if (role == 0) {
+    for (size_t at = 0; at < kTotal; at += kWrite) CHECK(write_all(ch, data.data() + at, kWrite, deadline));
+    CHECK(ch.shutdown_write() && wait_all_sent(ch, deadline));
+    CHECK(ch.counters().probes == 0);
+    CHECK(ch.counters().sq_full > 0);  // the queue did fill: the case tested what it says
+  } else {
+    std::vector<uint8_t> got(kTotal);
+    CHECK(read_exact(ch, got.data(), got.size(), deadline));
+    CHECK(check_stream(got.data(), got.size(), 0x5A, 0) == got.size());
+    CHECK(expect_eof(ch, deadline));
+  }
+  return barrier(fd, kSyncTimeoutMs) ? 0 : 1;
+}
+
 int case_not_started(int fd, const rdma::Device& device, int role) {
   const char* name = "not_started";
   core::Result<sock::StreamChannel> made = sock::StreamChannel::create(device, base_config());
@@ -271,7 +304,8 @@ int run(int fd, int role) {
   };
   const Case cases[] = {{"peek_readv", case_peek_readv},   {"fin_after_held", case_fin_after_held},
                         {"full_ring", case_full_ring},     {"abort", case_abort},
-                        {"probe", case_probe},             {"not_started", case_not_started}};
+                        {"probe", case_probe},             {"sparse_one_way", case_sparse_one_way},
+                        {"not_started", case_not_started}};
   for (const Case& c : cases) {
     double start = now_seconds();
     if (c.run(fd, device.value(), role) != 0) return 1;

@@ -177,6 +177,17 @@ TEST(SendQueueTracker, TheRequestThatFillsTheQueueIsSignalled) {
   EXPECT_EQ(sq.signaled_outstanding(), 1u);  // so a completion will come and free the queue
 }
 
+// The caller keeps 2 slots for control requests: the request that reaches
+// that line is signalled, as is every one posted into the reserve.
+TEST(SendQueueTracker, TheRequestThatReachesTheReserveIsSignalled) {
+  SendQueueTracker sq(8, 1000, false, 2);
+  for (int i = 0; i < 8; ++i) {
+    bool s = sq.next_signaled(false);
+    EXPECT_EQ(s, i >= 5) << i;
+    sq.on_posted(s);
+  }
+}
+
 TEST(SendQueueTracker, ForcedAndKeepOneSignalled) {
   SendQueueTracker sq(64, 1000, true);
   EXPECT_TRUE(sq.next_signaled(false));  // autocork: nothing signalled is outstanding
@@ -188,27 +199,32 @@ TEST(SendQueueTracker, ForcedAndKeepOneSignalled) {
   EXPECT_TRUE(sq.next_signaled(false));
 }
 
-// Random posting and completing: whenever the queue is full, a signalled
-// request is outstanding (else nothing would ever report room again), and
-// the occupancy never exceeds the depth.
-TEST(SendQueueTracker, AFullQueueAlwaysHasACompletionComing) {
+// Random posting and completing, with a caller that stops ordinary
+// requests at a reserve line as StreamChannel does: whenever the queue is at
+// or past that line, a signalled request is outstanding (else nothing would
+// ever report room again), and the occupancy never exceeds the depth.
+TEST(SendQueueTracker, ABlockedQueueAlwaysHasACompletionComing) {
   std::mt19937 random(11);
-  for (uint32_t every : {1u, 3u, 16u, 64u, 1000u}) {
-    SendQueueTracker sq(16, every, false);
-    std::vector<uint64_t> signaled;  // outstanding signalled sequences, oldest first
-    for (int step = 0; step < 20000; ++step) {
-      if (sq.room() > 0 && random() % 3 != 0) {
-        bool s = sq.next_signaled(random() % 50 == 0);
-        uint64_t seq = sq.on_posted(s);
-        if (s) signaled.push_back(seq);
-      } else if (!signaled.empty()) {
-        ASSERT_TRUE(sq.on_completed(signaled.front()).has_value());
-        signaled.erase(signaled.begin());
-      }
-      ASSERT_LE(sq.outstanding(), 16u);
-      ASSERT_EQ(sq.signaled_outstanding(), signaled.size());
-      if (sq.room() == 0) {
-        ASSERT_FALSE(signaled.empty()) << "every " << every << " step " << step;
+  for (uint32_t reserve : {0u, 2u, 5u}) {
+    for (uint32_t every : {1u, 3u, 16u, 64u, 1000u}) {
+      SendQueueTracker sq(16, every, false, reserve);
+      std::vector<uint64_t> signaled;  // outstanding signalled sequences, oldest first
+      for (int step = 0; step < 20000; ++step) {
+        bool control = random() % 4 == 0;  // control requests may use the reserve
+        uint32_t limit = control ? 0 : reserve;
+        if (sq.room() > limit && random() % 3 != 0) {
+          bool s = sq.next_signaled(random() % 50 == 0);
+          uint64_t seq = sq.on_posted(s);
+          if (s) signaled.push_back(seq);
+        } else if (!signaled.empty() && random() % 2 == 0) {
+          ASSERT_TRUE(sq.on_completed(signaled.front()).has_value());
+          signaled.erase(signaled.begin());
+        }
+        ASSERT_LE(sq.outstanding(), 16u);
+        ASSERT_EQ(sq.signaled_outstanding(), signaled.size());
+        if (sq.room() <= reserve) {
+          ASSERT_FALSE(signaled.empty()) << "reserve " << reserve << " every " << every << " step " << step;
+        }
       }
     }
   }
