@@ -1,0 +1,223 @@
+// StreamChannel: the data path of one upgraded TCP connection — a byte
+// stream in each direction over an RC queue pair (DESIGN decision 4,
+// docs/protocol.md §3). How the queue pair got connected (rdma_cm, or a
+// socketpair in tests) is not its business.
+//
+// Sending: write() copies the application's bytes into a registered send
+// buffer that mirrors the peer's receive ring offset for offset, and posts
+// RDMA WRITE WITH IMMEDIATE (DATA, its length) at the ring's tail: one work
+// request per piece, cut at the ring's end and at max_segment; pieces up to
+// the inline size go inline. Because the buffer mirrors the ring, the bytes
+// at a position are only overwritten once the peer has credited that
+// position, i.e. consumed what the earlier write carried: no send-side
+// bookkeeping of completed writes is needed, and nothing is ever posted
+// from application memory. Completions are requested selectively
+// (SendQueueTracker) and work requests posted in batches.
+//
+// Receiving: this side's ReceiveRing (the only memory the peer can write)
+// takes the peer's writes; zero-length receives, re-posted in batches, take
+// the immediates. Each immediate is parsed and checked against the ring
+// before it counts; consumed bytes go back as CREDIT (CreditReturn). FIN
+// ends the stream after the data before it; RESET, a transport error or any
+// protocol violation fails the channel: ECONNRESET from then on (pending
+// data is dropped, as with a TCP reset) and the queue pair goes to the
+// error state, so the peer can write nothing more.
+//
+// Nothing here blocks or sleeps: write() and read() return EAGAIN, and the
+// caller waits with wait_until() (stream_wait.hpp) or its own poll loop on
+// completion_fd(). Not thread-safe: the socket layer serialises calls.
+#pragma once
+#include <infiniband/verbs.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/result.hpp"
+#include "rdma/completion_queue.hpp"
+#include "rdma/device.hpp"
+#include "rdma/memory_region.hpp"
+#include "rdma/protection_domain.hpp"
+#include "rdma/rc_queue_pair.hpp"
+#include "rdma/remote_ring.hpp"
+#include "rdma/ring_buffer.hpp"
+#include "rdma/status.hpp"
+#include "sock/stream_config.hpp"
+#include "sock/stream_credit.hpp"
+#include "sock/stream_send_queue.hpp"
+
+namespace vsock::sock {
+
+// What a channel has done, for tests, benchmarks and stats.
+struct StreamCounters {
+  uint64_t bytes_written = 0;     // accepted by write()
+  uint64_t bytes_read = 0;        // consumed by read()
+  uint64_t data_wrs = 0;          // DATA work requests posted
+  uint64_t inline_wrs = 0;        // ... of which inline
+  uint64_t ring_end_splits = 0;   // DATA pieces cut at the end of the peer's ring
+  uint64_t signaled_wrs = 0;      // work requests posted signalled
+  uint64_t post_calls = 0;        // ibv_post_send calls (each posts a batch)
+  uint64_t credits_sent = 0;      // CREDIT work requests
+  uint64_t credits_received = 0;  // CREDIT immediates
+  uint64_t data_received = 0;     // DATA immediates
+  uint64_t recv_posts = 0;        // ibv_post_recv calls (each re-posts a batch)
+  uint64_t completions = 0;       // work completions taken from the CQ
+  uint64_t write_eagain = 0;      // write() found no credit
+  uint64_t sq_full = 0;           // a flush stopped at a full send queue
+  uint64_t corked = 0;            // flushes held back by autocork
+  uint64_t probes = 0;            // liveness probes posted
+};
+
+class StreamChannel {
+ public:
+  // The largest peer ring accepted: the largest ring_size the settings
+  // allow. The send buffer mirrors the peer's ring, so without a bound a
+  // peer would choose how much of our memory gets pinned.
+  static constexpr uint64_t kMaxPeerRing = uint64_t{1} << 30;
+
+  // Creates the queue pair (in RESET), its CQ and completion channel, its
+  // own protection domain (so no other connection's memory is reachable
+  // through this queue pair) and the receive ring. `device` must outlive
+  // the channel. EINVAL for a configuration that cannot work.
+  static core::Result<StreamChannel> create(const rdma::Device& device, const StreamConfig& config);
+
+  StreamChannel() = default;
+  StreamChannel(StreamChannel&&) noexcept = default;
+  // No move assignment: member-wise it would free the PD before the queue
+  // pair that uses it. Move-construct instead.
+  StreamChannel& operator=(StreamChannel&&) = delete;
+  StreamChannel(const StreamChannel&) = delete;
+  StreamChannel& operator=(const StreamChannel&) = delete;
+
+  // --- connecting -------------------------------------------------------
+  // What the peer needs: our queue pair and our ring.
+  rdma::QpEndpoint local_endpoint(uint32_t psn) const { return qp_.local_endpoint(psn); }
+  rdma::RingDescriptor local_ring() const { return ring_.descriptor(); }
+  // All of it: INIT, receives posted, RTR, RTS, then start().
+  rdma::Status connect(const rdma::QpEndpoint& peer, uint32_t local_psn, const rdma::RingDescriptor& peer_ring);
+  // The same in steps, for a queue pair connected by someone else: move it
+  // to INIT, post_initial_receives() (before the peer may write), connect
+  // it, then start() with the peer's ring.
+  rdma::RcQueuePair& queue_pair() { return qp_; }
+  rdma::Status post_initial_receives();
+  // EPROTO for a ring descriptor that is invalid or larger than kMaxPeerRing.
+  rdma::Status start(const rdma::RingDescriptor& peer_ring);
+
+  // --- the socket-shaped calls ------------------------------------------
+  // Takes as many bytes as the peer's ring has room for (partial writes);
+  // EAGAIN when it has none, EPIPE after shutdown_write(), the channel's
+  // error once it has failed. Never blocks.
+  core::Result<size_t> write(const iovec* iov, int count);
+  core::Result<size_t> write(const void* data, size_t length);
+  // Copies up to the iovecs' size from the ring; with peek, leaves the bytes
+  // there. EAGAIN when empty, 0 at end of stream, the error once failed.
+  core::Result<size_t> read(const iovec* iov, int count, bool peek);
+  core::Result<size_t> read(void* data, size_t length, bool peek = false);
+
+  size_t readable_bytes() const;  // FIONREAD
+  // read() would not return EAGAIN: data, end of stream, or an error.
+  bool readable() const;
+  // write() would not return EAGAIN: room, or an error or EPIPE to report.
+  bool writable() const;
+  // Bytes write() would take now.
+  uint64_t write_space() const;
+  // Sends a FIN after everything written so far; write() then fails with EPIPE.
+  rdma::Status shutdown_write();
+  // Posts what autocork holds back (TCP_CORK off, MSG_MORE ended).
+  rdma::Status flush();
+  // Abortive close: RESET to the peer (best effort), ECONNRESET here.
+  rdma::Status abort();
+
+  // --- progress and waiting ---------------------------------------------
+  // Polls the CQ and applies what it finds: credits, data, FIN, RESET,
+  // finished sends, errors. Then re-posts receives, returns credit and
+  // posts held data and FIN as the queues allow. Returns the number of
+  // completions taken. Bounded: at most a few CQ batches per call.
+  core::Result<int> progress();
+  // Readable after arm() once a completion arrives; then drain_events().
+  int completion_fd() const { return cq_.channel_fd(); }
+  rdma::Status arm();
+  core::Result<int> drain_events();
+  // Posts a zero-length RDMA WRITE (invisible to the peer) unless a
+  // signalled request is outstanding anyway: a dead peer then shows up as
+  // a failed completion instead of silence.
+  rdma::Status probe();
+  // A waiter slept `ms` without any event. Once kProbeIdleMs of such sleep
+  // has added up with no completion in between (over any number of waits:
+  // callers often wait in short slices), probes. wait_until() calls it.
+  void note_idle(int ms);
+  static constexpr int kProbeIdleMs = 1000;
+
+  // --- state -------------------------------------------------------------
+  bool started() const { return started_; }
+  int error() const { return error_; }        // 0, or what every call now returns
+  const char* failure() const { return failure_; }  // why (static text), or ""
+  bool peer_finished() const { return peer_fin_; }
+  bool write_shut() const { return write_shut_; }
+  // Every accepted byte has been posted and acknowledged, and the FIN too
+  // after shutdown_write(). (Without a FIN, an unsignalled tail is only
+  // known to be done after a later signalled request, e.g. a probe().)
+  bool all_sent() const;
+  uint32_t inline_limit() const { return inline_limit_; }
+  const StreamConfig& config() const { return config_; }
+  const StreamCounters& counters() const { return counters_; }
+  uint64_t peer_ring_capacity() const { return remote_.capacity(); }
+  const SendQueueTracker& send_queue() const { return sq_; }
+  uint64_t peer_in_flight() const { return remote_.in_flight(); }  // written, not yet credited
+
+ private:
+  class PostBatch;
+
+  void fail(int error, const char* why);
+  void violation(const char* why);
+  void handle_completion(const ibv_wc& wc);
+  void handle_receive(const ibv_wc& wc);
+  // Posts, in this order and as room allows: credit, held data, FIN.
+  void pump_sends(bool force_flush);
+  ibv_send_wr& add_send(PostBatch& batch, bool force_signal);
+  void fill_control(ibv_send_wr& wr, uint32_t word) const;
+  void queue_credit(PostBatch& batch);
+  void queue_data(PostBatch& batch, bool force_flush);
+  void queue_fin(PostBatch& batch);
+  rdma::Status post_receives(uint32_t count);
+  void replenish_receives();
+  uint64_t stage_position() const { return remote_.index().tail() + staged_; }
+
+  // Declaration order is teardown order reversed: the queue pair goes
+  // first, so nothing can reach the buffers while they are deregistered.
+  rdma::ProtectionDomain pd_;
+  rdma::CompletionQueue cq_;
+  rdma::ReceiveRing ring_;
+  rdma::MemoryRegion send_buffer_;  // mirrors the peer's ring; local access only
+  rdma::RcQueuePair qp_;
+
+  StreamConfig config_{};
+  rdma::RingDescriptor peer_ring_{};
+  rdma::RemoteRing remote_;  // tail: bytes posted; head: bytes the peer credited
+  SendQueueTracker sq_;
+  CreditReturn credit_;
+  StreamCounters counters_{};
+  uint32_t inline_limit_ = 0;
+  uint64_t max_segment_ = 0;
+  uint64_t cork_bytes_ = 0;
+  uint64_t staged_ = 0;  // bytes copied after the remote tail, not yet posted
+  uint32_t recvs_posted_ = 0;
+  uint32_t recvs_to_post_ = 0;
+  uint32_t recv_batch_ = 1;
+  int idle_ms_ = 0;  // slept without a completion since the last one
+  uint64_t probe_sequence_ = 0;
+  uint64_t reset_sequence_ = 0;
+  uint64_t fin_sequence_ = 0;
+  bool receives_posted_ = false;
+  bool started_ = false;
+  bool probe_outstanding_ = false;
+  bool reset_outstanding_ = false;
+  bool write_shut_ = false;
+  bool fin_pending_ = false;
+  bool fin_posted_ = false;
+  bool peer_fin_ = false;
+  int error_ = 0;
+  const char* failure_ = "";
+};
+
+}  // namespace vsock::sock

@@ -1,0 +1,16 @@
+#include "sock/stream_config.hpp"
+
+namespace vsock::sock {
+
+StreamConfig StreamConfig::from_settings(const core::Settings& settings) {
+  StreamConfig config;
+  config.ring_size = settings.ring_size;
+  config.sq_depth = settings.sq_depth;
+  config.rq_depth = settings.rq_depth;
+  config.inline_size = settings.inline_size;
+  config.signal_every = settings.signal_every;
+  config.autocork = settings.autocork;
+  return config;
+}
+
+}  // namespace vsock::sock

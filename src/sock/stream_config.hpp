@@ -1,0 +1,30 @@
+// StreamConfig: the tunables of one StreamChannel, normally taken from the
+// profile's core::Settings; tests set them directly (small rings and
+// queues exercise credit, wrap-around and full queues hard).
+#pragma once
+#include <cstdint>
+
+#include "core/settings.hpp"
+
+namespace vsock::sock {
+
+struct StreamConfig {
+  // This side's receive ring (what the peer may have in flight): a power of
+  // two, a whole number of pages.
+  uint64_t ring_size = 2u << 20;
+  uint32_t sq_depth = 256;     // send queue work requests
+  uint32_t rq_depth = 256;     // zero-length receives kept posted for immediates
+  uint32_t inline_size = 128;  // writes up to this size go inline (capped by the device)
+  uint32_t signal_every = 16;  // a signalled completion at least every N sends
+  bool autocork = false;       // hold small writes while a completion is pending
+  // Largest single RDMA write (a large write() becomes several, so the wire
+  // starts before the copy ends). Also capped at what an immediate carries.
+  uint32_t max_segment = 256u << 10;
+  // With autocork: flush once this much is held (0: a quarter of the peer's
+  // ring, at most max_segment).
+  uint32_t cork_bytes = 0;
+
+  static StreamConfig from_settings(const core::Settings& settings);
+};
+
+}  // namespace vsock::sock
