@@ -35,7 +35,10 @@ struct RcQpConfig {
   uint8_t max_rd_atomic = 1;       // outstanding RDMA READs we issue / accept
   uint8_t min_rnr_timer = 12;      // 0.64 ms before the peer retries a send we had no receive for
   uint8_t timeout = 14;            // 4.096 us * 2^14 = 67 ms ACK timeout
-  uint8_t retry_cnt = 7;
+  // Transport retries before a request fails with IBV_WC_RETRY_EXC_ERR: how a
+  // dead peer is noticed. Not 7: Soft-RoCE (rxe) reads 7 as "retry forever",
+  // as it does for rnr_retry. 6 tries of `timeout` is finite everywhere.
+  uint8_t retry_cnt = 6;
   uint8_t rnr_retry = 7;           // 7 = retry forever; flow control, not this, bounds waits
   uint8_t hop_limit = 64;
 };

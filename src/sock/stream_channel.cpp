@@ -25,7 +25,6 @@ constexpr int kPollBatch = 32;
 constexpr int kMaxPollRounds = 4;
 constexpr uint32_t kRecvPostMax = 64;  // receives linked into one ibv_post_recv
 constexpr uint32_t kCqSlack = 16;
-constexpr uint8_t kTransportRetries = 6;
 
 core::Result<rdma::RcQueuePair> create_queue_pair(const rdma::Device& device, const rdma::ProtectionDomain& pd,
                                                   const rdma::CompletionQueue& cq, const StreamConfig& config) {
@@ -37,11 +36,8 @@ core::Result<rdma::RcQueuePair> create_queue_pair(const rdma::Device& device, co
   // The queue pair only ever reaches this channel's own PD, whose one
   // remotely writable region is the ring.
   qp_config.remote_access = IBV_ACCESS_REMOTE_WRITE;
-  // A dead peer must show up as a failed request. Soft-RoCE (rxe) treats a
-  // transport retry count of 7 as "retry forever", like rnr_retry 7, so
-  // with 7 a killed peer is never noticed there; 6 is finite everywhere:
-  // 7 tries of `timeout` (14: 67 ms) before IBV_WC_RETRY_EXC_ERR.
-  qp_config.retry_cnt = kTransportRetries;
+  // retry_cnt keeps RcQpConfig's finite default: a dead peer must show up
+  // as a failed request (7 tries of the 67 ms ACK timeout).
   // Providers cap inline data differently (rxe: 512 bytes) and say so only
   // by refusing the queue pair: halve until one is granted.
   uint32_t inline_size = config.inline_size;
