@@ -22,10 +22,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 target=$here/$name.cpp
 [ -f "$target" ] || { echo "run_fuzzer: no $target" >&2; exit 2; }
-lib_sources=("$src"/src/sock/wire/*.cpp "$src/src/rdma/ring_index.cpp" "$src/src/rdma/remote_ring.cpp")
+lib_sources=("$src"/src/sock/wire/*.cpp "$src/src/rdma/ring_index.cpp" "$src/src/rdma/remote_ring.cpp"
+             "$src/src/sock/stream_immediate.cpp" "$src/src/sock/stream_credit.cpp")
 # Anything that can change the binary: sources, the headers they may
 # include, this script.
-inputs=("$target" "$here"/*.hpp "${lib_sources[@]}" "$src"/src/sock/wire/*.hpp "$src"/src/rdma/*.hpp
+inputs=("$target" "$here"/*.hpp "${lib_sources[@]}" "$src"/src/sock/wire/*.hpp "$src"/src/sock/stream_*.hpp "$src"/src/rdma/*.hpp
         "$src"/src/core/*.hpp "$0")
 
 cxx=${VSOCK_FUZZ_CXX:-clang++}
