@@ -25,7 +25,8 @@ target=$here/$name.cpp
 # The pure sources a target may use. Each must depend only on core/result.hpp,
 # the wire/ headers and the ring arithmetic (no verbs, no logging).
 lib_sources=("$src"/src/sock/wire/*.cpp "$src/src/rdma/ring_index.cpp" "$src/src/rdma/remote_ring.cpp"
-             "$src/src/sock/stream_immediate.cpp" "$src/src/sock/stream_credit.cpp")
+             "$src/src/sock/stream_immediate.cpp" "$src/src/sock/stream_credit.cpp"
+             "$src/src/sock/switch_reader.cpp")
 # Anything that can change the binary: sources, the headers they may
 # include, this script.
 inputs=("$target" "$here"/*.hpp "${lib_sources[@]}" "$src"/src/sock/wire/*.hpp "$src"/src/sock/*.hpp
