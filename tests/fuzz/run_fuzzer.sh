@@ -22,12 +22,15 @@ here=$(cd "$(dirname "$0")" && pwd)
 src=$(cd "$here/../.." && pwd)
 target=$here/$name.cpp
 [ -f "$target" ] || { echo "run_fuzzer: no $target" >&2; exit 2; }
+# The pure sources a target may use. Each must depend only on core/result.hpp,
+# the wire/ headers and the ring arithmetic (no verbs, no logging).
 lib_sources=("$src"/src/sock/wire/*.cpp "$src/src/rdma/ring_index.cpp" "$src/src/rdma/remote_ring.cpp"
-             "$src/src/sock/stream_immediate.cpp" "$src/src/sock/stream_credit.cpp")
+             "$src/src/sock/stream_immediate.cpp" "$src/src/sock/stream_credit.cpp"
+             "$src/src/sock/switch_reader.cpp" "$src/src/sock/upgrade_matcher.cpp")
 # Anything that can change the binary: sources, the headers they may
 # include, this script.
-inputs=("$target" "$here"/*.hpp "${lib_sources[@]}" "$src"/src/sock/wire/*.hpp "$src"/src/sock/stream_*.hpp "$src"/src/rdma/*.hpp
-        "$src"/src/core/*.hpp "$0")
+inputs=("$target" "$here"/*.hpp "${lib_sources[@]}" "$src"/src/sock/wire/*.hpp "$src"/src/sock/*.hpp
+        "$src"/src/rdma/*.hpp "$src"/src/core/*.hpp "$0")
 
 cxx=${VSOCK_FUZZ_CXX:-clang++}
 skip() { echo "SKIPPED: clang libFuzzer not available ($1)"; exit 77; }
