@@ -368,10 +368,10 @@ run_measurement() {
     done
     for column in "${order[@]}"; do
       [ -n "${na[$column]:-}" ] && { by_round[$column]+="- "; continue; }
-      read -r tcp0 rdma0 < <(path_counters)
+      read -r tcp0 rdma0 <<<"$(path_counters)"
       line=$(measure "$column" "$test" "$size" "$cpus")
       rc=$?
-      read -r tcp1 rdma1 < <(path_counters)
+      read -r tcp1 rdma1 <<<"$(path_counters)"
       column_tcp_segs[$column]=$((${column_tcp_segs[$column]:-0} + tcp1 - tcp0))
       column_rdma_pkts[$column]=$((${column_rdma_pkts[$column]:-0} + rdma1 - rdma0))
       [ -n "$line" ] && line+=" tcp_segs=$((tcp1 - tcp0)) rdma_pkts=$((rdma1 - rdma0))"
