@@ -190,14 +190,21 @@ port_listening() {  # PORT: is a TCP socket listening on it (any address)?
 #   tcp-lat  -> $verbs_lat_tool -n N: perftest prints half the round trip
 #               (t_typical = median, 99% percentile); doubled here, so p50_us /
 #               p99_us are round trips like vsock_bench's. Busy-polling.
-#   tcp-tput -> $verbs_bw_tool -D seconds: "BW average" is in MiB/s (2^20 B);
-#               converted to MB/s (10^6 B).
+#   tcp-tput -> $verbs_bw_tool -n N (N messages, ~24 MiB per second of
+#               VSOCK_BENCH_TPUT_SECONDS, 16..20000): "BW average" is in MiB/s
+#               (2^20 B); converted to MB/s (10^6 B). A zero is a failure.
 measure_column_verbs() {
   local test=$1 size=$2 tool iters bound port spid rc i line
   local -a args
   case "$test" in
     tcp-lat) tool=$verbs_lat_tool iters=$(lat_iters_for "$size"); args=(-n "$iters"); bound=$((lat_seconds * 10 + 30)) ;;
-    tcp-tput) tool=$verbs_bw_tool; args=(-D "$tput_seconds"); bound=$((tput_seconds * 10 + 30)) ;;
+    tcp-tput)
+      # -n: a byte budget of 24 MiB per second of VSOCK_BENCH_TPUT_SECONDS
+      # (-D gave no completions in its window for 1 MiB messages on rxe: 0 MB/s)
+      tool=$verbs_bw_tool iters=$((25165824 * tput_seconds / size))
+      ((iters > 20000)) && iters=20000
+      ((iters < 16)) && iters=16
+      args=(-n "$iters"); bound=$((tput_seconds * 10 + 30)) ;;
     *) echo "no raw-verbs counterpart of $test" >&2; return 2 ;;
   esac
   command -v "$tool" >/dev/null || { echo "$tool not installed (perftest)" >&2; return 1; }
@@ -239,8 +246,8 @@ measure_column_verbs() {
         $1, $2, 2 * $5, 2 * $8, 2 * $6, 2 * $3, 2 * $4, t }' || { echo "$tool: unexpected output: $line" >&2; return 1; }
   else
     # bytes iters bw_peak bw_avg msg_rate
-    echo "$line" | awk -v t="$tool" '{
-      printf "result test=tcp-tput size=%d iters=%d MBps=%.1f Gbps=%.3f tool=%s\n", $1, $2, $4 * 1.048576, $4 * 1.048576 * 8 / 1000, t }'
+    echo "$line" | awk -v t="$tool" '{ if (NF < 5 || $4 + 0 <= 0) exit 1
+      printf "result test=tcp-tput size=%d iters=%d MBps=%.1f Gbps=%.3f tool=%s\n", $1, $2, $4 * 1.048576, $4 * 1.048576 * 8 / 1000, t }' || { echo "$tool reported no bandwidth: $line" >&2; return 1; }
   fi
 }
 
@@ -459,8 +466,8 @@ echo "Medians of $repeat interleaved runs per column (throughput: $tput_repeat) 
   "CPUs (server client): latency '${lat_cpus:-any}', throughput '${tput_cpus:-any}'; address $addr; $(nproc) CPUs; total $((SECONDS - start)) s."
 if [[ " ${columns[*]} " == *" verbs "* ]]; then
   echo "verbs = perftest on ${verbs_dev:-the first device} (GID index ${verbs_gid:-default}): latency $verbs_lat_tool," \
-    "busy-polling, its one-way figures (t_typical, 99% percentile) doubled to round trips; throughput $verbs_bw_tool -D ${tput_seconds}," \
-    "MiB/s converted to MB/s."
+    "busy-polling, its one-way figures (t_typical, 99% percentile) doubled to round trips; throughput $verbs_bw_tool -n (24 MiB per ${tput_seconds} s," \
+    "16..20000 messages), MiB/s converted to MB/s."
 fi
 if [[ "$simple_columns" != "  " ]]; then
   for column in "${columns[@]}"; do
