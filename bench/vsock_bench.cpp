@@ -1,12 +1,24 @@
 // vsock_bench: socket ping-pong latency and streaming throughput, run the same
 // way with and without libvsock preloaded (see bench/run.sh).
 //
-//   vsock_bench server [--addr A] [--port P] [--cpu N]
+//   vsock_bench server [--addr A] [--port P] [--cpu N] [--simple]
 //       Listens on TCP A:P (P=0: any free port) and binds UDP to the same
 //       port, prints "READY <port>" on stdout, serves until SIGTERM/SIGINT.
 //   vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call --port P [--addr A]
-//       [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N]
+//       [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple]
 //       Prints one line: "result test=... key=value ...".
+//
+// --simple is for socket layers that implement only part of the socket API
+// (rsocket's librspreload.so): the server has no UDP socket and no thread,
+// blocks in accept() instead of poll(), and SIGTERM/SIGINT end it at once
+// (_exit); neither side sets SO_RCVTIMEO/SO_SNDTIMEO (rsocket ignores them:
+// ENOTSUP), so the bound on a run is the client's alarm() and, on the
+// server, an alarm per connection. The measured loops are the same code in
+// both modes: blocking read()/write() of the whole message.
+//
+// The warm-up (--warmup round trips) ends early after a quarter of --seconds,
+// so slow large-message runs still measure; the measured phase then runs
+// --iters round trips or until --seconds have passed.
 //
 // tcp-call times --iters recv(MSG_DONTWAIT) calls on a connected, empty TCP
 // socket (each fails with EAGAIN at once): the per-call cost of the socket
@@ -44,6 +56,7 @@ constexpr uint32_t kMaxSize = 1u << 20;
 constexpr uint32_t kMaxDatagram = 65507;
 constexpr int kIoTimeoutS = 10;
 constexpr int kUdpReplyTimeoutMs = 1000;
+constexpr unsigned kSimpleConnectionAlarmS = 300;  // --simple server: bound of one connection
 
 enum class Test : uint32_t { kTcpLatency = 1, kTcpThroughput = 2, kUdpLatency = 3 };
 
@@ -64,6 +77,7 @@ struct Options {
   long warmup = 1000;
   double seconds = 5.0;
   int cpu = -1;
+  bool simple = false;
 };
 
 std::atomic<bool> g_stop{false};
@@ -76,9 +90,9 @@ std::atomic<bool> g_stop{false};
 [[noreturn]] void usage_error(const std::string& message) {
   std::fprintf(stderr,
                "vsock_bench: %s\n"
-               "usage: vsock_bench server [--addr A] [--port P] [--cpu N]\n"
+               "usage: vsock_bench server [--addr A] [--port P] [--cpu N] [--simple]\n"
                "       vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call --port P [--addr A]\n"
-               "                          [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N]\n",
+               "                          [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple]\n",
                message.c_str());
   std::exit(2);
 }
@@ -148,8 +162,8 @@ bool write_all(int fd, const void* buf, size_t len) {
 
 // ---- server ----
 
-void serve_tcp_connection(int fd) {
-  set_io_timeouts(fd, 60);
+void serve_tcp_connection(int fd, bool simple) {
+  if (!simple) set_io_timeouts(fd, 60);
   Hello hello{};
   if (!read_exact(fd, &hello, sizeof hello) || hello.magic != kHelloMagic || hello.size == 0 ||
       hello.size > kMaxSize) {
@@ -185,8 +199,47 @@ void serve_udp(int fd) {
   }
 }
 
+// --simple: one thread, blocking accept(), no UDP; a signal ends the process.
+int run_simple_server(const Options& o) {
+  struct sigaction sa{};
+  sa.sa_handler = [](int) { _exit(0); };
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  sa.sa_handler = [](int) {
+    static const char msg[] = "vsock_bench server: a connection outlived its alarm, exiting\n";
+    ssize_t ignored = write(2, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(3);
+  };
+  sigaction(SIGALRM, &sa, nullptr);
+
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  if (listener < 0) die("socket");
+  int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa_tcp = make_address(o.addr, o.port);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&sa_tcp), sizeof sa_tcp) != 0) die("bind tcp");
+  if (listen(listener, 16) != 0) die("listen");
+  socklen_t len = sizeof sa_tcp;
+  if (getsockname(listener, reinterpret_cast<sockaddr*>(&sa_tcp), &len) != 0) die("getsockname");
+  std::printf("READY %d\n", ntohs(sa_tcp.sin_port));
+  std::fflush(stdout);
+  for (;;) {
+    int fd = accept(listener, nullptr, nullptr);
+    if (fd < 0) {
+      if (errno == EINTR) continue;
+      die("accept");
+    }
+    alarm(kSimpleConnectionAlarmS);
+    serve_tcp_connection(fd, true);
+    close(fd);
+    alarm(0);
+  }
+}
+
 int run_server(const Options& o) {
   pin_to_cpu(o.cpu);
+  if (o.simple) return run_simple_server(o);
   struct sigaction sa{};
   sa.sa_handler = [](int) { g_stop.store(true); };
   sigaction(SIGTERM, &sa, nullptr);
@@ -217,7 +270,7 @@ int run_server(const Options& o) {
     if (poll(&pfd, 1, 200) <= 0) continue;
     int fd = accept(listener, nullptr, nullptr);
     if (fd < 0) continue;
-    serve_tcp_connection(fd);  // one client at a time: measurements run in turn
+    serve_tcp_connection(fd, false);  // one client at a time: measurements run in turn
     close(fd);
   }
   udp_thread.join();
@@ -243,7 +296,7 @@ LatencySummary summarize(std::vector<double>& us) {
 int connect_tcp(const Options& o, Test test) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) die("socket");
-  set_io_timeouts(fd, kIoTimeoutS);
+  if (!o.simple) set_io_timeouts(fd, kIoTimeoutS);
   if (test == Test::kTcpLatency) set_nodelay(fd);  // streams keep Nagle, as iperf3 does
   sockaddr_in sa = make_address(o.addr, o.port);
   if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) die("connect");
@@ -267,8 +320,11 @@ int run_tcp_latency(const Options& o) {
   std::vector<char> out(o.size), in(o.size);
   std::vector<double> samples;
   samples.reserve(static_cast<size_t>(o.iters));
-  double deadline = now_seconds() + o.seconds;
-  for (long i = 0; i < o.warmup + o.iters; ++i) {
+  double start = now_seconds();
+  double warmup_end = start + o.seconds / 4;
+  double deadline = start + o.seconds;
+  bool warming = o.warmup > 0;
+  for (long i = 0, measured = 0; measured < o.iters; ++i) {
     out[0] = out[o.size - 1] = static_cast<char>(i);
     double t0 = now_seconds();
     if (!write_all(fd, out.data(), out.size())) die("write");
@@ -278,7 +334,12 @@ int run_tcp_latency(const Options& o) {
       std::fprintf(stderr, "vsock_bench: echo %ld differs from what was sent\n", i);
       return 1;
     }
-    if (i >= o.warmup) samples.push_back((t1 - t0) * 1e6);
+    if (warming) {
+      if (i + 1 >= o.warmup || t1 > warmup_end) warming = false;
+      continue;
+    }
+    samples.push_back((t1 - t0) * 1e6);
+    ++measured;
     if (t1 > deadline) break;
   }
   close(fd);
@@ -288,6 +349,7 @@ int run_tcp_latency(const Options& o) {
 
 int run_udp_latency(const Options& o) {
   if (o.size < sizeof(uint64_t) || o.size > kMaxDatagram) usage_error("udp-lat needs --size 8..65507");
+  if (o.simple) usage_error("udp-lat is not available with --simple (the simple server has no UDP socket)");
   int fd = socket(AF_INET, SOCK_DGRAM, 0);
   if (fd < 0) die("socket");
   sockaddr_in sa = make_address(o.addr, o.port);
@@ -405,6 +467,10 @@ Options parse_options(int argc, char** argv) {
   if (o.mode != "server" && o.mode != "client") usage_error("mode must be server or client");
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
+    if (flag == "--simple") {
+      o.simple = true;
+      continue;
+    }
     if (i + 1 >= argc) usage_error(flag + " needs a value");
     const char* value = argv[++i];
     if (flag == "--addr") o.addr = value;
