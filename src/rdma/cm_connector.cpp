@@ -7,17 +7,12 @@
 #include <cstring>
 #include <utility>
 
+#include "core/clock.hpp"
 #include "core/log.hpp"
 #include "rdma/status.hpp"
 
 namespace vsock::rdma {
 namespace {
-
-int64_t monotonic_ms() {
-  timespec now{};
-  ::clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
-}
 
 bool is_inet(const sockaddr_storage& address) {
   return address.ss_family == AF_INET || address.ss_family == AF_INET6;
@@ -68,7 +63,7 @@ core::Result<CmConnector> CmConnector::start(CmEventChannel& channel, const CmCo
   connector.setup_ = setup;
   connector.params_ = params;
   connector.id_ = std::move(id.value());
-  connector.deadline_ms_ = monotonic_ms() + params.timeout_ms;
+  connector.deadline_ms_ = core::monotonic_ms() + params.timeout_ms;
   connector.stage_ = CmConnectStage::kResolvingAddress;
   // The source pins the device and port rdma_cm uses to the interface the
   // TCP connection left from; without it the routing table decides. Its
@@ -93,12 +88,12 @@ core::Result<CmConnector> CmConnector::start(CmEventChannel& channel, const CmCo
 
 int CmConnector::remaining_ms() const {
   if (result_.outcome != CmOutcome::kPending) return 0;
-  int64_t left = deadline_ms_ - monotonic_ms();
+  int64_t left = deadline_ms_ - core::monotonic_ms();
   return left <= 0 ? 0 : static_cast<int>(left);
 }
 
 CmOutcome CmConnector::check_deadline() {
-  if (result_.outcome == CmOutcome::kPending && monotonic_ms() >= deadline_ms_) return finish(CmOutcome::kTimeout, ETIMEDOUT);
+  if (result_.outcome == CmOutcome::kPending && core::monotonic_ms() >= deadline_ms_) return finish(CmOutcome::kTimeout, ETIMEDOUT);
   return result_.outcome;
 }
 

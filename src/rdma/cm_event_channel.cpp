@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/clock.hpp"
 #include "rdma/status.hpp"
 
 namespace vsock::rdma {
@@ -19,12 +20,6 @@ namespace {
 // events for ids it no longer knows, or another thread took it); the wait
 // is bounded by time, and this bounds the loop as well.
 constexpr int kMaxWaitRounds = 64;
-
-int64_t monotonic_ms() {
-  timespec now{};
-  ::clock_gettime(CLOCK_MONOTONIC, &now);
-  return static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
-}
 
 // Raw fcntl: the channel fd is the library's own, and fcntl() is interposed.
 int set_nonblocking(int fd) {
@@ -91,7 +86,7 @@ core::Result<CmEvent> CmEventChannel::next_event(int timeout_ms) {
   using R = core::Result<CmEvent>;
   if (channel_ == nullptr || timeout_ms < 0)
     return R::fail(report_error(EINVAL, "CmEventChannel::next_event: no channel or negative timeout"));
-  const int64_t deadline = monotonic_ms() + timeout_ms;
+  const int64_t deadline = core::monotonic_ms() + timeout_ms;
   for (int round = 0; round < kMaxWaitRounds; ++round) {
     rdma_cm_event* event = nullptr;
     if (rdma_get_cm_event(channel_, &event) == 0) {
@@ -102,7 +97,7 @@ core::Result<CmEvent> CmEventChannel::next_event(int timeout_ms) {
       return R::ok(copy);
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK) return R::fail(report_error(errno, "rdma_get_cm_event"));
-    int64_t left = deadline - monotonic_ms();
+    int64_t left = deadline - core::monotonic_ms();
     if (left <= 0) return R::fail(EAGAIN);
     pollfd pfd{channel_->fd, POLLIN, 0};
     timespec timeout{static_cast<time_t>(left / 1000), static_cast<long>(left % 1000) * 1000000L};

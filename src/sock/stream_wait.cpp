@@ -7,14 +7,10 @@
 
 #include <cerrno>
 
+#include "core/clock.hpp"
+
 namespace vsock::sock {
 namespace {
-
-int64_t now_us() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
-}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -34,7 +30,7 @@ core::Result<bool> step(StreamChannel& channel, WaitPredicate ready, void* conte
 core::Result<bool> wait_until(StreamChannel& channel, WaitPredicate ready, void* context, int timeout_ms,
                               uint32_t spin_us) {
   using R = core::Result<bool>;
-  const int64_t start = now_us();
+  const int64_t start = core::monotonic_us();
   const int64_t deadline = timeout_ms < 0 ? INT64_MAX : start + int64_t{timeout_ms} * 1000;
   const int64_t spin_end = start + int64_t{spin_us};
 
@@ -46,7 +42,7 @@ core::Result<bool> wait_until(StreamChannel& channel, WaitPredicate ready, void*
       cpu_relax();
       continue;
     }
-    int64_t now = now_us();
+    int64_t now = core::monotonic_us();
     if (now >= deadline) return R::ok(false);
     if (now >= spin_end) break;
   }
@@ -58,7 +54,7 @@ core::Result<bool> wait_until(StreamChannel& channel, WaitPredicate ready, void*
     core::Result<bool> done = step(channel, ready, context);
     if (!done || done.value()) return done;
 
-    int64_t now = now_us();
+    int64_t now = core::monotonic_us();
     if (now >= deadline) return R::ok(false);
     int64_t left_ms = (deadline - now + 999) / 1000;
     int slice = left_ms < kWaitSliceMs ? static_cast<int>(left_ms) : kWaitSliceMs;
