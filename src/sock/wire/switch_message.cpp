@@ -4,19 +4,14 @@
 #include <cstring>
 
 #include "sock/wire/byte_order.hpp"
-#include "sock/wire/protocol.hpp"
+#include "sock/wire/message_header.hpp"
 #include "sock/wire/ring_field.hpp"
 
 namespace vsock::sock::wire {
 namespace {
 
-// Field offsets of docs/protocol.md section 2.
-constexpr size_t kOffMagic = 0;
-constexpr size_t kOffVersion = 4;
-constexpr size_t kOffReserved = 5;
-constexpr int kReservedSize = 3;
-constexpr size_t kOffNonce = 8;
-constexpr size_t kOffTcpBytes = 16;
+// Field offsets of docs/protocol.md section 2, after the shared header.
+constexpr size_t kOffTcpBytes = kMessageHeaderSize;
 constexpr size_t kOffRing = 24;
 static_assert(kOffRing + kRingFieldSize == kSwitchMessageSize);
 
@@ -28,9 +23,7 @@ bool operator==(const SwitchMessage& a, const SwitchMessage& b) {
 
 void encode(const SwitchMessage& message, uint8_t out[kSwitchMessageSize]) {
   std::memset(out, 0, kSwitchMessageSize);
-  store_be32(out + kOffMagic, kSwitchMagic);
-  out[kOffVersion] = kProtocolVersion;
-  store_be64(out + kOffNonce, message.nonce);
+  encode_message_header(out, kSwitchMagic, message.nonce);
   store_be64(out + kOffTcpBytes, message.tcp_bytes);
   encode_ring(message.ring, out + kOffRing);
 }
@@ -39,13 +32,10 @@ core::Result<SwitchMessage> parse_switch_message(const void* data, size_t len) {
   using R = core::Result<SwitchMessage>;
   if (data == nullptr || len < kSwitchMessageSize) return R::fail(EPROTO);
   const uint8_t* in = static_cast<const uint8_t*>(data);
-  if (load_be32(in + kOffMagic) != kSwitchMagic) return R::fail(EPROTO);
-  if (in[kOffVersion] != kProtocolVersion) return R::fail(EPROTO);
-  if (!all_zero(in + kOffReserved, kReservedSize)) return R::fail(EPROTO);
+  SwitchMessage message;
+  if (!parse_message_header(in, kSwitchMagic, &message.nonce)) return R::fail(EPROTO);
   core::Result<rdma::RingDescriptor> ring = parse_ring(in + kOffRing);
   if (!ring) return R::fail(EPROTO);
-  SwitchMessage message;
-  message.nonce = load_be64(in + kOffNonce);
   message.tcp_bytes = load_be64(in + kOffTcpBytes);
   message.ring = ring.value();
   return R::ok(message);
