@@ -199,6 +199,22 @@ void serve_udp(int fd) {
   }
 }
 
+// The TCP listener both server modes use: SO_REUSEADDR, bound to
+// o.addr:o.port (0 = any free port), listening; *port is the bound port.
+int open_tcp_listener(const Options& o, int* port) {
+  int listener = socket(AF_INET, SOCK_STREAM, 0);
+  if (listener < 0) die("socket");
+  int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa_tcp = make_address(o.addr, o.port);
+  if (bind(listener, reinterpret_cast<sockaddr*>(&sa_tcp), sizeof sa_tcp) != 0) die("bind tcp");
+  if (listen(listener, 16) != 0) die("listen");
+  socklen_t len = sizeof sa_tcp;
+  if (getsockname(listener, reinterpret_cast<sockaddr*>(&sa_tcp), &len) != 0) die("getsockname");
+  *port = ntohs(sa_tcp.sin_port);
+  return listener;
+}
+
 // --simple: one thread, blocking accept(), no UDP; a signal ends the process.
 int run_simple_server(const Options& o) {
   struct sigaction sa{};
@@ -213,16 +229,9 @@ int run_simple_server(const Options& o) {
   };
   sigaction(SIGALRM, &sa, nullptr);
 
-  int listener = socket(AF_INET, SOCK_STREAM, 0);
-  if (listener < 0) die("socket");
-  int one = 1;
-  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in sa_tcp = make_address(o.addr, o.port);
-  if (bind(listener, reinterpret_cast<sockaddr*>(&sa_tcp), sizeof sa_tcp) != 0) die("bind tcp");
-  if (listen(listener, 16) != 0) die("listen");
-  socklen_t len = sizeof sa_tcp;
-  if (getsockname(listener, reinterpret_cast<sockaddr*>(&sa_tcp), &len) != 0) die("getsockname");
-  std::printf("READY %d\n", ntohs(sa_tcp.sin_port));
+  int port = 0;
+  int listener = open_tcp_listener(o, &port);
+  std::printf("READY %d\n", port);
   std::fflush(stdout);
   for (;;) {
     int fd = accept(listener, nullptr, nullptr);
@@ -245,16 +254,8 @@ int run_server(const Options& o) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
 
-  int listener = socket(AF_INET, SOCK_STREAM, 0);
-  if (listener < 0) die("socket");
-  int one = 1;
-  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in sa_tcp = make_address(o.addr, o.port);
-  if (bind(listener, reinterpret_cast<sockaddr*>(&sa_tcp), sizeof sa_tcp) != 0) die("bind tcp");
-  if (listen(listener, 16) != 0) die("listen");
-  socklen_t len = sizeof sa_tcp;
-  getsockname(listener, reinterpret_cast<sockaddr*>(&sa_tcp), &len);
-  int port = ntohs(sa_tcp.sin_port);
+  int port = 0;
+  int listener = open_tcp_listener(o, &port);
 
   int udp = socket(AF_INET, SOCK_DGRAM, 0);
   if (udp < 0) die("socket udp");
