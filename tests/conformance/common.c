@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -183,6 +184,15 @@ int ct_udp_bound(struct sockaddr_in* bound) {
   if (bind(fd, (struct sockaddr*)&sa, sizeof sa) != 0) CT_FAIL("bind(udp): %s", ct_errname(errno));
   if (bound) *bound = ct_addr(ct_port_of(fd));
   return fd;
+}
+
+void ct_mixed_fds(int* client, int* server, int* udp_a, int* udp_b, struct sockaddr_in* b_addr, int pipefd[2],
+                  int* efd) {
+  ct_tcp_pair(client, server);
+  *udp_a = ct_udp_bound(NULL);
+  *udp_b = ct_udp_bound(b_addr);
+  CT_RC("pipe", pipe(pipefd), 0);
+  *efd = CT_OK("eventfd", eventfd(0, EFD_NONBLOCK));
 }
 
 short ct_wait(int fd, short events, int timeout_ms) {

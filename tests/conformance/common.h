@@ -70,6 +70,11 @@ int ct_tcp_connect(const struct sockaddr_in* to);
 /* A connected TCP pair through a fresh listener (closed before returning). */
 void ct_tcp_pair(int* client, int* server);
 int ct_udp_bound(struct sockaddr_in* bound);
+/* The mixed set the poll/select/epoll programs watch: a connected TCP pair,
+ * two bound UDP sockets (b_addr: where udp_b is bound), a pipe and a
+ * nonblocking eventfd. Prints the pipe and eventfd steps. */
+void ct_mixed_fds(int* client, int* server, int* udp_a, int* udp_b, struct sockaddr_in* b_addr, int pipefd[2],
+                  int* efd);
 
 /* poll() one fd for `events`, up to timeout_ms; returns revents (0 on timeout). */
 short ct_wait(int fd, short events, int timeout_ms);

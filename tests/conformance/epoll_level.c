@@ -85,14 +85,9 @@ static void pwait_variants(int ep, int pipe_w, int pipe_r) {
 
 int main(void) {
   ct_start("epoll_level");
-  int client, server;
-  ct_tcp_pair(&client, &server);
+  int client, server, a, b, pipefd[2], efd;
   struct sockaddr_in b_addr;
-  int a = ct_udp_bound(NULL);
-  int b = ct_udp_bound(&b_addr);
-  int pipefd[2];
-  CT_RC("pipe", pipe(pipefd), 0);
-  int efd = CT_OK("eventfd", eventfd(0, EFD_NONBLOCK));
+  ct_mixed_fds(&client, &server, &a, &b, &b_addr, pipefd, &efd);
   int ep = CT_OK("epoll_create1 EPOLL_CLOEXEC", epoll_create1(EPOLL_CLOEXEC));
   CT_CHECK(fcntl(ep, F_GETFD) & FD_CLOEXEC, "epoll fd has FD_CLOEXEC");
 

@@ -30,14 +30,9 @@ static int poll_all(struct pollfd* p, int n, int timeout) {
 
 int main(void) {
   ct_start("poll_mixed");
-  int client, server;
-  ct_tcp_pair(&client, &server);
+  int client, server, a, b, pipefd[2], efd;
   struct sockaddr_in b_addr;
-  int a = ct_udp_bound(NULL);
-  int b = ct_udp_bound(&b_addr);
-  int pipefd[2];
-  CT_RC("pipe", pipe(pipefd), 0);
-  int efd = CT_OK("eventfd", eventfd(0, EFD_NONBLOCK));
+  ct_mixed_fds(&client, &server, &a, &b, &b_addr, pipefd, &efd);
 
   struct pollfd in[kCount] = {{server, POLLIN, 0}, {b, POLLIN, 0}, {pipefd[0], POLLIN, 0}, {efd, POLLIN, 0}};
   show("nothing ready", poll_all(in, kCount, 0), in, kCount);

@@ -51,14 +51,9 @@ static void show_read(const char* what, int timeout_ms) {
 
 int main(void) {
   ct_start("select_mixed");
-  int client, server;
-  ct_tcp_pair(&client, &server);
+  int client, server, a, b, pipefd[2], efd;
   struct sockaddr_in b_addr;
-  int a = ct_udp_bound(NULL);
-  int b = ct_udp_bound(&b_addr);
-  int pipefd[2];
-  CT_RC("pipe", pipe(pipefd), 0);
-  int efd = CT_OK("eventfd", eventfd(0, EFD_NONBLOCK));
+  ct_mixed_fds(&client, &server, &a, &b, &b_addr, pipefd, &efd);
   int in_fds[kCount] = {server, b, pipefd[0], efd};
   for (int i = 0; i < kCount; ++i) g_fds[i] = in_fds[i];
 
