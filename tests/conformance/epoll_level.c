@@ -8,7 +8,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 enum { kTcp, kUdp, kPipe, kEvent, kCount };

@@ -6,7 +6,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
-#include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 

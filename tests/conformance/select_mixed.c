@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/select.h>
 #include <unistd.h>
 
