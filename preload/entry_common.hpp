@@ -29,8 +29,8 @@ using sys::real;
 // leave the kernel. errno is left as the kernel set it.
 inline void track_new_socket(int fd, int domain, int type, int protocol, sock::SocketRole role) {
   ErrnoKeeper keep;
-  sock::register_socket(fd, domain, type, protocol, role);
-  if (sock::SocketRef state = sock::lookup_socket(fd)) sock::choose_initial_path(state.get());
+  if (sock::SocketRef state = sock::register_socket(fd, domain, type, protocol, role))
+    sock::choose_initial_path(state.get());
 }
 
 }  // namespace vsock::preload

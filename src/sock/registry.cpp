@@ -100,23 +100,24 @@ bool is_offload_candidate(int domain, int type, int protocol) {
   return false;
 }
 
-void register_socket(int fd, int domain, int type, int protocol, SocketRole role) {
+SocketRef register_socket(int fd, int domain, int type, int protocol, SocketRole role) {
   core::report_config_problems();
   int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (!is_offload_candidate(domain, type, protocol)) {
     core::stat_add(core::Stat::other_sockets);
     forget_fd(fd);
-    return;
+    return SocketRef();
   }
   core::stat_add(base == SOCK_STREAM ? core::Stat::tcp_sockets : core::Stat::udp_sockets);
   SocketState* s = pool_take();
   if (s == nullptr) {  // out of memory: the socket simply stays a kernel socket
     forget_fd(fd);
-    return;
+    return SocketRef();
   }
   reset(s, domain, base, protocol, role);
-  s->refs.store(1, std::memory_order_release);  // the table's reference
+  s->refs.store(2, std::memory_order_release);  // the table's reference and the caller's
   install(fd, s);
+  return SocketRef(s);
 }
 
 SocketRef lookup_socket(int fd) {

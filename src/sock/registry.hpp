@@ -28,9 +28,9 @@ class SocketRef {
 bool is_offload_candidate(int domain, int type, int protocol);
 
 // Records a socket the kernel just created (socket, accept): a candidate
-// gets a fresh state; anything else is only counted. Replaces any stale
-// entry for the fd number.
-void register_socket(int fd, int domain, int type, int protocol, SocketRole role);
+// gets a fresh state, returned as a reference; anything else is only counted
+// (empty ref). Replaces any stale entry for the fd number.
+SocketRef register_socket(int fd, int domain, int type, int protocol, SocketRole role);
 
 // The state for fd, or an empty ref. Lock-free.
 SocketRef lookup_socket(int fd);
