@@ -15,15 +15,15 @@ VSOCK_EXPORT const char* vsock_version(void) {
   return VSOCK_STR(VSOCK_VERSION_MAJOR) "." VSOCK_STR(VSOCK_VERSION_MINOR) "." VSOCK_STR(VSOCK_VERSION_PATCH);
 }
 
+// The public struct has one field per counter, in the same order.
+static_assert(sizeof(struct vsock_stats) == sizeof(uint64_t) * static_cast<size_t>(core::Stat::kCount),
+              "include/vsock/vsock.h and VSOCK_STAT_COUNTERS differ");
+
 VSOCK_EXPORT size_t vsock_stats_snapshot(struct vsock_stats* out, size_t size) {
   struct vsock_stats stats = {};
-  stats.tcp_sockets = core::stat_get(core::Stat::tcp_sockets);
-  stats.udp_sockets = core::stat_get(core::Stat::udp_sockets);
-  stats.other_sockets = core::stat_get(core::Stat::other_sockets);
-  stats.kernel_by_rule = core::stat_get(core::Stat::kernel_by_rule);
-  stats.kernel_no_device = core::stat_get(core::Stat::kernel_no_device);
-  stats.device_opened = core::stat_get(core::Stat::device_opened);
-  stats.forks = core::stat_get(core::Stat::forks);
+#define VSOCK_STAT_COPY(name) stats.name = core::stat_get(core::Stat::name);
+  VSOCK_STAT_COUNTERS(VSOCK_STAT_COPY)
+#undef VSOCK_STAT_COPY
   if (out != nullptr) std::memcpy(out, &stats, size < sizeof stats ? size : sizeof stats);
   return sizeof stats;
 }

@@ -28,6 +28,29 @@ struct vsock_stats {
   uint64_t kernel_no_device;   /* inet sockets kept on the kernel: no verbs device */
   uint64_t device_opened;      /* 1 once a verbs device was opened */
   uint64_t forks;              /* fork()/daemon() calls that created a child */
+  /* TCP stream sockets the library tracks: data and calls per path. A
+   * "send"/"receive" is one application call that moved at least one byte. */
+  uint64_t tcp_bytes_sent;     /* over the kernel TCP connection */
+  uint64_t tcp_bytes_received;
+  uint64_t tcp_sends;
+  uint64_t tcp_receives;
+  uint64_t rdma_bytes_sent;    /* over the RC queue pair, after the switch */
+  uint64_t rdma_bytes_received;
+  uint64_t rdma_sends;
+  uint64_t rdma_receives;
+  uint64_t upgrade_attempts;   /* connections that started an rdma_cm upgrade */
+  uint64_t upgrades_done;      /* ... that switched to RDMA */
+  uint64_t upgrade_resets;     /* connections reset after the switch had begun */
+  /* Connections left on TCP, by reason (docs/protocol.md). */
+  uint64_t fallback_declined;        /* no attempt: rule, no device, not a libvsock listener */
+  uint64_t fallback_cached_peer;     /* the peer failed recently (peer_fail_cache_s) */
+  uint64_t fallback_rejected;
+  uint64_t fallback_no_listener;
+  uint64_t fallback_unreachable;
+  uint64_t fallback_timeout;
+  uint64_t fallback_local_error;
+  uint64_t fallback_peer_closed;
+  uint64_t fallback_transport_error;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

@@ -31,7 +31,7 @@ uint64_t stat_get(Stat stat) { return g_counters[static_cast<int>(stat)].load(st
 const char* stat_name(Stat stat) { return kNames[static_cast<int>(stat)]; }
 
 void stats_print() {
-  char line[1024];
+  char line[2048];
   int len = std::snprintf(line, sizeof line, "libvsock[%ld]: stats:", static_cast<long>(::syscall(SYS_getpid)));
   for (int i = 0; i < static_cast<int>(Stat::kCount) && len < static_cast<int>(sizeof line) - 64; ++i)
     len += std::snprintf(line + len, sizeof line - static_cast<size_t>(len), " %s=%llu", kNames[i],

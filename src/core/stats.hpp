@@ -13,7 +13,27 @@ namespace vsock::core {
   X(kernel_by_rule)            \
   X(kernel_no_device)          \
   X(device_opened)             \
-  X(forks)
+  X(forks)                     \
+  X(tcp_bytes_sent)            \
+  X(tcp_bytes_received)        \
+  X(tcp_sends)                 \
+  X(tcp_receives)              \
+  X(rdma_bytes_sent)           \
+  X(rdma_bytes_received)       \
+  X(rdma_sends)                \
+  X(rdma_receives)             \
+  X(upgrade_attempts)          \
+  X(upgrades_done)             \
+  X(upgrade_resets)            \
+  X(fallback_declined)         \
+  X(fallback_cached_peer)      \
+  X(fallback_rejected)         \
+  X(fallback_no_listener)      \
+  X(fallback_unreachable)      \
+  X(fallback_timeout)          \
+  X(fallback_local_error)      \
+  X(fallback_peer_closed)      \
+  X(fallback_transport_error)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,
