@@ -178,6 +178,16 @@ Status RcQueuePair::to_error() {
   return ok_status();
 }
 
+core::Result<ibv_qp_state> RcQueuePair::state() const {
+  using R = core::Result<ibv_qp_state>;
+  if (qp_ == nullptr) return R::fail(EINVAL);
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  int rc = ibv_query_qp(qp_, &attr, IBV_QP_STATE, &init);
+  if (rc != 0) return R::fail(report_error(rc, "ibv_query_qp(QP %u)", qpn()));
+  return R::ok(attr.qp_state);
+}
+
 Status RcQueuePair::modify(ibv_qp_attr& attr, int mask, const char* what) {
   int rc = ibv_modify_qp(qp_, &attr, mask);
   if (rc != 0) return Status::fail(report_error(rc, "QP %u %s", qpn(), what));

@@ -79,6 +79,9 @@ class RcQueuePair {
   // ERROR: outstanding work requests complete with IBV_WC_WR_FLUSH_ERR, which
   // is how a connection is torn down without waiting for the peer.
   Status to_error();
+  // The state the device reports (ibv_query_qp: a system call), for a
+  // caller that must not post before someone else has connected the pair.
+  core::Result<ibv_qp_state> state() const;
   // Applies attributes computed elsewhere: rdma_cm's rdma_init_qp_attr()
   // knows the path, the peer's QP number and both PSNs (src/rdma/cm_qp.cpp).
   // `what` names the step in the error report.
