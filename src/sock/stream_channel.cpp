@@ -1,6 +1,7 @@
 #include "sock/stream_channel.hpp"
 
 #include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "core/log.hpp"
@@ -13,7 +14,8 @@ namespace {
 
 using rdma::Status;
 
-// wr_id of a receive; sends carry their sequence number (< 2^63).
+// wr_id of a receive: the tag | its slot; sends carry their sequence
+// number (< 2^63).
 constexpr uint64_t kReceiveTag = uint64_t{1} << 63;
 // Send queue slots DATA leaves free, so a CREDIT, FIN, RESET or probe can
 // always go out even while data fills the queue: a reader's credit must
@@ -110,6 +112,12 @@ core::Result<StreamChannel> StreamChannel::create(const rdma::Device& device, co
   auto ring = rdma::ReceiveRing::create(channel.pd_, config.ring_size);
   if (!ring) return R::fail(ring.error());
   channel.ring_ = std::move(ring.value());
+  // One slot per receive, one to send from. The device writes the receive
+  // slots (a SEND's payload), nobody else: local write only.
+  auto messages = rdma::MemoryRegion::allocate(
+      channel.pd_, (size_t{config.rq_depth} + 1) * kControlMessageMax, IBV_ACCESS_LOCAL_WRITE);
+  if (!messages) return R::fail(messages.error());
+  channel.message_buffer_ = std::move(messages.value());
   auto qp = create_queue_pair(device, channel.pd_, channel.cq_, config);
   if (!qp) return R::fail(qp.error());
   channel.qp_ = std::move(qp.value());
@@ -120,6 +128,8 @@ core::Result<StreamChannel> StreamChannel::create(const rdma::Device& device, co
   channel.sq_ = SendQueueTracker(config.sq_depth, config.signal_every, config.autocork, kControlReserve);
   channel.credit_ = CreditReturn(channel.ring_.capacity());
   channel.recv_batch_ = config.rq_depth / 8 > 0 ? config.rq_depth / 8 : 1;
+  channel.free_slots_.reserve(config.rq_depth);
+  for (uint32_t slot = config.rq_depth; slot > 0; --slot) channel.free_slots_.push_back(slot - 1);
   return R::ok(std::move(channel));
 }
 
@@ -136,7 +146,7 @@ Status StreamChannel::connect(const rdma::QpEndpoint& peer, uint32_t local_psn, 
 
 Status StreamChannel::post_initial_receives() {
   if (!qp_.valid() || receives_posted_) return Status::fail(EINVAL);
-  Status posted = post_receives(config_.rq_depth);
+  Status posted = post_free_receives();
   if (posted) receives_posted_ = true;
   return posted;
 }
@@ -415,46 +425,116 @@ void StreamChannel::note_idle(int ms) {
   probe();
 }
 
+// ---------------------------------------------------------------- message --
+
+Status StreamChannel::send_message(const void* data, size_t length) {
+  if (error_ != 0) return Status::fail(error_);
+  if (data == nullptr || length == 0 || length > kControlMessageMax) return Status::fail(EINVAL);
+  // Posting to a queue pair in RESET or INIT fails and would fail the
+  // channel; the caller may have connected it itself (queue_pair()).
+  core::Result<ibv_qp_state> state = qp_.valid() ? qp_.state() : core::Result<ibv_qp_state>::fail(ENOTCONN);
+  if (!state) return Status::fail(state.error());
+  if (state.value() != IBV_QPS_RTS) return Status::fail(ENOTCONN);
+  if (started_) {
+    // Everything written so far goes before the message, held data too.
+    pump_sends(true);
+    if (error_ != 0) return Status::fail(error_);
+    if (staged_ > 0) return Status::fail(EAGAIN);
+  }
+  if (sq_.room() == 0) return Status::fail(EAGAIN);
+  const bool inline_send = length <= inline_limit_;
+  // The device reads the send slot until the SEND completes (it is
+  // signalled, so we learn when).
+  if (!inline_send && message_slot_used_ && sq_.completed() <= message_sequence_) return Status::fail(EAGAIN);
+  PostBatch batch(*this);
+  ibv_send_wr& wr = add_send(batch, true);
+  wr.opcode = IBV_WR_SEND;
+  wr.num_sge = 1;
+  wr.sg_list->length = static_cast<uint32_t>(length);
+  if (inline_send) {
+    // Copied into the work request at post time: no lkey needed.
+    wr.send_flags |= IBV_SEND_INLINE;
+    wr.sg_list->addr = reinterpret_cast<uintptr_t>(data);
+  } else {
+    uint8_t* slot = message_slot(config_.rq_depth);
+    std::memcpy(slot, data, length);
+    wr.sg_list->addr = reinterpret_cast<uintptr_t>(slot);
+    wr.sg_list->lkey = message_buffer_.lkey();
+    message_sequence_ = wr.wr_id;
+    message_slot_used_ = true;
+  }
+  batch.post();
+  if (error_ != 0) return Status::fail(error_);
+  ++counters_.messages_sent;
+  return rdma::ok_status();
+}
+
+core::Result<size_t> StreamChannel::take_message(void* out, size_t capacity) {
+  using R = core::Result<size_t>;
+  if (error_ != 0) return R::fail(error_);
+  if (inbox_length_ == 0) {
+    core::Result<int> progressed = progress();
+    if (!progressed) return R::fail(progressed.error());
+    if (error_ != 0) return R::fail(error_);
+    if (inbox_length_ == 0) return R::fail(EAGAIN);
+  }
+  if (capacity < inbox_length_) return R::fail(EMSGSIZE);
+  size_t length = inbox_length_;
+  std::memcpy(out, inbox_, length);
+  inbox_length_ = 0;
+  return R::ok(length);
+}
+
 // -------------------------------------------------------------- receiving --
 
-Status StreamChannel::post_receives(uint32_t count) {
+Status StreamChannel::post_free_receives() {
   ibv_recv_wr wrs[kRecvPostMax];
-  while (count > 0) {
-    uint32_t n = count < kRecvPostMax ? count : kRecvPostMax;
-    for (uint32_t i = 0; i < n; ++i) {
-      // No scatter list: WRITE WITH IMMEDIATE puts its payload where the
-      // writer said; the receive only takes the immediate.
+  ibv_sge sges[kRecvPostMax];
+  while (!free_slots_.empty()) {
+    size_t n = free_slots_.size() < kRecvPostMax ? free_slots_.size() : kRecvPostMax;
+    // Posts the last n free slots; they leave the list once posted.
+    const uint32_t* slots = free_slots_.data() + (free_slots_.size() - n);
+    for (size_t i = 0; i < n; ++i) {
+      // WRITE WITH IMMEDIATE ignores the scatter entry (its payload goes
+      // where the writer said); only a SEND's payload lands in the slot.
+      sges[i] = ibv_sge{};
+      sges[i].addr = reinterpret_cast<uintptr_t>(message_slot(slots[i]));
+      sges[i].length = kControlMessageMax;
+      sges[i].lkey = message_buffer_.lkey();
       wrs[i] = ibv_recv_wr{};
-      wrs[i].wr_id = kReceiveTag;
+      wrs[i].wr_id = kReceiveTag | slots[i];
+      wrs[i].sg_list = &sges[i];
+      wrs[i].num_sge = 1;
       wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
     }
     Status posted = qp_.post_recv(&wrs[0]);
     if (!posted) return posted;
     ++counters_.recv_posts;
-    recvs_posted_ += n;
-    count -= n;
+    free_slots_.resize(free_slots_.size() - n);
   }
   return rdma::ok_status();
 }
 
 void StreamChannel::replenish_receives() {
-  if (error_ != 0 || !receives_posted_ || recvs_to_post_ < recv_batch_) return;
-  uint32_t count = recvs_to_post_;
-  recvs_to_post_ = 0;
-  if (!post_receives(count)) fail(ECONNRESET, "ibv_post_recv failed");
+  if (error_ != 0 || !receives_posted_ || free_slots_.size() < recv_batch_) return;
+  if (!post_free_receives()) fail(ECONNRESET, "ibv_post_recv failed");
 }
 
-void StreamChannel::handle_receive(const ibv_wc& wc) {
+void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
   if (error_ != 0) return;  // flushed receives, or anything after a failure
   if (wc.status != IBV_WC_SUCCESS) {
+    // Also how a SEND larger than a slot ends: a local length error.
     fail(ECONNRESET, ibv_wc_status_str(wc.status));
     return;
   }
-  // Only WRITE WITH IMMEDIATE belongs on this queue pair now. A SEND with a
-  // payload already failed (the receives have no buffer); one without is
-  // still not ours to accept.
+  if (wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_WITH_IMM) == 0) {
+    receive_message(slot, wc.byte_len);
+    return;
+  }
+  // Otherwise only WRITE WITH IMMEDIATE belongs on this queue pair (a SEND
+  // WITH IMMEDIATE is neither).
   if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM || (wc.wc_flags & IBV_WC_WITH_IMM) == 0) {
-    violation("a receive that is not a write with immediate");
+    violation("a receive that is neither a message nor a write with immediate");
     return;
   }
   core::Result<Immediate> parsed = parse_immediate(immediate_from_wire(wc.imm_data));
@@ -491,11 +571,28 @@ void StreamChannel::handle_receive(const ibv_wc& wc) {
   }
 }
 
+void StreamChannel::receive_message(const uint8_t* slot, uint32_t length) {
+  // A longer SEND cannot complete (it overflows the slot: a local length
+  // error); checked anyway, the copy must not trust the device either.
+  if (length == 0 || length > kControlMessageMax) return violation("a message of a bad length");
+  // The protocol sends exactly one message per direction (the Switch), so
+  // a second one while the first has not been taken is the peer's fault.
+  if (inbox_length_ != 0) return violation("a second message before the first was taken");
+  std::memcpy(inbox_, slot, length);
+  inbox_length_ = length;
+  ++counters_.messages_received;
+}
+
 void StreamChannel::handle_completion(const ibv_wc& wc) {
   if ((wc.wr_id & kReceiveTag) != 0) {
-    if (recvs_posted_ > 0) --recvs_posted_;
-    ++recvs_to_post_;
-    handle_receive(wc);
+    uint64_t slot = wc.wr_id & ~kReceiveTag;
+    if (slot >= config_.rq_depth) {
+      fail(EIO, "internal: completion for a receive never posted");
+      return;
+    }
+    handle_receive(wc, message_slot(static_cast<uint32_t>(slot)));
+    // Handled (the message copied out): the slot may be posted again.
+    free_slots_.push_back(static_cast<uint32_t>(slot));
     return;
   }
   if (wc.status != IBV_WC_SUCCESS) {
@@ -551,6 +648,7 @@ void StreamChannel::fail(int error, const char* why) {
   failure_ = why;
   staged_ = 0;
   fin_pending_ = false;
+  inbox_length_ = 0;
   VSOCK_LOG(kInfo, "stream: QP %u failed: %s", qp_.qpn(), why);
   // In the error state the peer can write nothing more into the ring, and
   // every outstanding request completes (flushed), so nothing is left

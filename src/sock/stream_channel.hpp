@@ -12,16 +12,23 @@
 // position, i.e. consumed what the earlier write carried: no send-side
 // bookkeeping of completed writes is needed, and nothing is ever posted
 // from application memory. Completions are requested selectively
-// (SendQueueTracker) and work requests posted in batches.
+// (SendQueueTracker) and work requests posted in batches. send_message()
+// posts the one two-sided SEND of a direction, the Switch (§2), in order
+// with the DATA around it: inline, or copied into a send slot.
 //
 // Receiving: this side's ReceiveRing (the only memory the peer can write)
-// takes the peer's writes; zero-length receives, re-posted in batches, take
-// the immediates. Each immediate is parsed and checked against the ring
-// before it counts; consumed bytes go back as CREDIT (CreditReturn). FIN
-// ends the stream after the data before it; RESET, a transport error or any
-// protocol violation fails the channel: ECONNRESET from then on (pending
-// data is dropped, as with a TCP reset) and the queue pair goes to the
-// error state, so the peer can write nothing more.
+// takes the peer's writes; receives, re-posted in batches, take the
+// immediates. Each receive points at its own kControlMessageMax-byte slot
+// of a local-only region: a WRITE WITH IMMEDIATE leaves it untouched (its
+// bytes went to the ring), a SEND lands there and is copied into a
+// one-message inbox (take_message()). Messages are taken in from
+// post_initial_receives() on, before start(): the server learns the
+// client's ring from its Switch. Each immediate is parsed and checked
+// against the ring before it counts; consumed bytes go back as CREDIT
+// (CreditReturn). FIN ends the stream after the data before it; RESET, a
+// transport error or any protocol violation fails the channel: ECONNRESET
+// from then on (pending data is dropped, as with a TCP reset) and the
+// queue pair goes to the error state, so the peer can write nothing more.
 //
 // Nothing here blocks or sleeps: write() and read() return EAGAIN, and the
 // caller waits with wait_until() (stream_wait.hpp) or its own poll loop on
@@ -32,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/result.hpp"
 #include "rdma/completion_queue.hpp"
@@ -66,6 +74,8 @@ struct StreamCounters {
   uint64_t sq_full = 0;           // a flush stopped at a full send queue
   uint64_t corked = 0;            // flushes held back by autocork
   uint64_t probes = 0;            // liveness probes posted
+  uint64_t messages_sent = 0;      // SENDs posted by send_message()
+  uint64_t messages_received = 0;  // SENDs taken into the inbox
 };
 
 class StreamChannel {
@@ -74,6 +84,9 @@ class StreamChannel {
   // allow. The send buffer mirrors the peer's ring, so without a bound a
   // peer would choose how much of our memory gets pinned.
   static constexpr uint64_t kMaxPeerRing = uint64_t{1} << 30;
+  // The largest two-sided message either way: the size of a receive slot.
+  // The Switch (wire::kSwitchMessageSize, 40 bytes) fits.
+  static constexpr size_t kControlMessageMax = 64;
 
   // Creates the queue pair (in RESET), its CQ and completion channel, its
   // own protection domain (so no other connection's memory is reachable
@@ -128,11 +141,32 @@ class StreamChannel {
   // Abortive close: RESET to the peer (best effort), ECONNRESET here.
   rdma::Status abort();
 
+  // --- the two-sided message (the Switch) --------------------------------
+  // Posts `length` bytes (1 .. kControlMessageMax, else EINVAL) as one
+  // signalled SEND. Needs the queue pair in RTS (ENOTCONN before; asked of
+  // the device, a system call: this is once per direction), started or
+  // not. Ordered with the stream: bytes write() took before it are
+  // posted before it (EAGAIN while the send queue has no room for all of
+  // them), bytes written after it go after it. EAGAIN also when the send
+  // queue is full, or while an earlier message too large for inline is
+  // still in flight (its slot is busy). A failed post fails the channel.
+  rdma::Status send_message(const void* data, size_t length);
+  // A received message waits in the inbox until taken; progress() fills
+  // it, also before start().
+  bool has_message() const { return inbox_length_ != 0; }
+  // Copies the message into `out` and empties the inbox; its length.
+  // EAGAIN when none has arrived, EMSGSIZE (inbox kept) when capacity is
+  // smaller than the message, the channel's error once it has failed (a
+  // failure drops an untaken message, as it drops unread data).
+  core::Result<size_t> take_message(void* out, size_t capacity);
+
   // --- progress and waiting ---------------------------------------------
   // Polls the CQ and applies what it finds: credits, data, FIN, RESET,
-  // finished sends, errors. Then re-posts receives, returns credit and
-  // posts held data and FIN as the queues allow. Returns the number of
-  // completions taken. Bounded: at most a few CQ batches per call.
+  // messages, finished sends, errors. Then re-posts receives, returns
+  // credit and posts held data and FIN as the queues allow. Returns the
+  // number of completions taken. Bounded: at most a few CQ batches per
+  // call. Before start() it takes completions and re-posts receives only
+  // (a message, or DATA the peer wrote right after its Switch).
   core::Result<int> progress();
   // Readable after arm() once a completion arrives; then drain_events().
   int completion_fd() const { return cq_.channel_fd(); }
@@ -171,7 +205,8 @@ class StreamChannel {
   void fail(int error, const char* why);
   void violation(const char* why);
   void handle_completion(const ibv_wc& wc);
-  void handle_receive(const ibv_wc& wc);
+  void handle_receive(const ibv_wc& wc, const uint8_t* slot);
+  void receive_message(const uint8_t* slot, uint32_t length);
   // Posts, in this order and as room allows: credit, held data, FIN.
   void pump_sends(bool force_flush);
   ibv_send_wr& add_send(PostBatch& batch, bool force_signal);
@@ -179,7 +214,8 @@ class StreamChannel {
   void queue_credit(PostBatch& batch);
   void queue_data(PostBatch& batch, bool force_flush);
   void queue_fin(PostBatch& batch);
-  rdma::Status post_receives(uint32_t count);
+  rdma::Status post_free_receives();
+  uint8_t* message_slot(uint32_t slot) const { return message_buffer_.data() + size_t{slot} * kControlMessageMax; }
   void replenish_receives();
   uint64_t stage_position() const { return remote_.index().tail() + staged_; }
 
@@ -189,6 +225,9 @@ class StreamChannel {
   rdma::CompletionQueue cq_;
   rdma::ReceiveRing ring_;
   rdma::MemoryRegion send_buffer_;  // mirrors the peer's ring; local access only
+  // rq_depth receive slots, then the send slot (index rq_depth) of a
+  // message too large for inline; local write only.
+  rdma::MemoryRegion message_buffer_;
   rdma::RcQueuePair qp_;
 
   StreamConfig config_{};
@@ -201,9 +240,14 @@ class StreamChannel {
   uint64_t max_segment_ = 0;
   uint64_t cork_bytes_ = 0;
   uint64_t staged_ = 0;  // bytes copied after the remote tail, not yet posted
-  uint32_t recvs_posted_ = 0;
-  uint32_t recvs_to_post_ = 0;
+  // Receive slots not posted: each receive's wr_id is kReceiveTag | slot,
+  // and its slot comes back here once its completion has been handled.
+  std::vector<uint32_t> free_slots_;
   uint32_t recv_batch_ = 1;
+  uint8_t inbox_[kControlMessageMax] = {};
+  size_t inbox_length_ = 0;  // 0: empty (an empty message is refused)
+  uint64_t message_sequence_ = 0;  // the last message sent through the send slot
+  bool message_slot_used_ = false;
   int idle_ms_ = 0;  // slept without a completion since the last one
   uint64_t probe_sequence_ = 0;
   uint64_t reset_sequence_ = 0;

@@ -157,7 +157,14 @@ const Case kCases[] = {
     {"second FIN", 0, 0, false,
      [](Attacker& a) { return write_imm(a, 0, 0, word(kControl, 1)) && write_imm(a, 0, 0, word(kControl, 1)); }},
     {"FIN with a payload", 0, 0, false, [](Attacker& a) { return write_imm(a, 0, 8, word(kControl, 1)); }},
-    {"SEND with a payload", 0, 0, false, [](Attacker& a) { return post(a, IBV_WR_SEND, 0, 16, 0); }},
+    // One SEND (the Switch) is allowed; these are not.
+    {"second SEND before the first was taken", 0, 0, false,
+     [](Attacker& a) { return post(a, IBV_WR_SEND, 0, 16, 0) && post(a, IBV_WR_SEND, 0, 16, 0); }},
+    {"zero-length SEND", 0, 0, false, [](Attacker& a) { return post(a, IBV_WR_SEND, 0, 0, 0); }},
+    {"SEND longer than a receive's slot", 0, 0, false,
+     [](Attacker& a) {
+       return post(a, IBV_WR_SEND, 0, static_cast<uint32_t>(sock::StreamChannel::kControlMessageMax) + 1, 0);
+     }},
     {"zero-length SEND WITH IMMEDIATE", 0, 0, false,
      [](Attacker& a) { return post(a, IBV_WR_SEND_WITH_IMM, 0, 0, word(kData, 1)); }},
     {"RDMA WRITE past the ring's end", 0, 0, true, [](Attacker& a) { return post(a, IBV_WR_RDMA_WRITE, kRing, 64, 0); }},
