@@ -4,8 +4,11 @@
 #pragma once
 #include <cerrno>
 
+#include "core/result.hpp"
+
 #include "sock/offload_policy.hpp"
 #include "sock/registry.hpp"
+#include "sock/stream_hooks.hpp"
 #include "sys/real_calls.hpp"
 #include "sys/reentry_guard.hpp"
 
@@ -27,10 +30,21 @@ using sys::real;
 
 // Records a socket the kernel just created and decides whether it may ever
 // leave the kernel. errno is left as the kernel set it.
-inline void track_new_socket(int fd, int domain, int type, int protocol, sock::SocketRole role) {
+inline sock::SocketRef track_new_socket(int fd, int domain, int type, int protocol, sock::SocketRole role) {
   ErrnoKeeper keep;
-  if (sock::SocketRef state = sock::register_socket(fd, domain, type, protocol, role))
-    sock::choose_initial_path(state.get());
+  sock::SocketRef state = sock::register_socket(fd, domain, type, protocol, role);
+  if (state) sock::choose_initial_path(state.get());
+  return state;
+}
+
+// -1 and errno for a failed Result, the value otherwise.
+template <class T>
+inline long finish(const core::Result<T>& result) {
+  if (!result) {
+    errno = result.error();
+    return -1;
+  }
+  return static_cast<long>(result.value());
 }
 
 }  // namespace vsock::preload

@@ -16,6 +16,17 @@ VSOCK_EXPORT int close(int fd) {
   // handed to a socket another thread is creating.
   if (!sys::in_library()) {
     ErrnoKeeper keep;
+    {
+      sock::SocketRef ref = sock::lookup_socket(fd);
+      // SO_LINGER {1, 0}: the kernel resets the connection; the ring's
+      // side must too (on the last close, as the kernel's).
+      if (sock::StreamSocket* stream = sock::managed_stream(ref)) {
+        linger option{};
+        socklen_t len = sizeof option;
+        if (real().getsockopt(fd, SOL_SOCKET, SO_LINGER, &option, &len) == 0 && option.l_onoff && option.l_linger == 0)
+          stream->set_abort_on_close();
+      }
+    }
     sock::forget_fd(fd);
   }
   return real().close(fd);
@@ -88,5 +99,18 @@ VSOCK_EXPORT int ioctl(int fd, unsigned long request, ...) {
   va_start(ap, request);
   void* arg = va_arg(ap, void*);
   va_end(ap);
+  if (request == FIONREAD && !sys::in_library()) {
+    sock::SocketRef ref = sock::lookup_socket(fd);
+    if (sock::StreamSocket* stream = sock::managed_stream(ref)) {
+      sys::ReentryGuard guard;
+      core::Result<int> bytes = stream->readable_bytes(fd);
+      if (!bytes) {
+        errno = bytes.error();
+        return -1;
+      }
+      *static_cast<int*>(arg) = bytes.value();
+      return 0;
+    }
+  }
   return real().ioctl(fd, request, arg);
 }

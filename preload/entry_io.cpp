@@ -1,54 +1,248 @@
 // Entry points that move data: send/recv families, read/write families,
 // sendfile, and glibc's fortified (_FORTIFY_SOURCE) variants.
+#include <fcntl.h>
+#include <limits.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <cerrno>
+
+#include "core/stats.hpp"
 #include "preload/entry_common.hpp"
 
+using namespace vsock;
 using vsock::preload::real;
 
 extern "C" void __chk_fail(void) __attribute__((noreturn));
 
-VSOCK_EXPORT ssize_t send(int fd, const void* buf, size_t len, int flags) { return real().send(fd, buf, len, flags); }
+namespace {
 
-VSOCK_EXPORT ssize_t sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* addr, socklen_t alen) {
-  return real().sendto(fd, buf, len, flags, addr, alen);
+// A call on an fd: its stream if the library must serve it, else the
+// kernel's answer, counted if the fd is a tracked TCP socket.
+class Route {
+ public:
+  explicit Route(int fd) {
+    if (sys::in_library()) return;
+    ref_ = sock::lookup_socket(fd);
+    stream_ = sock::managed_stream(ref_);
+  }
+  sock::StreamSocket* stream() const { return stream_; }
+  ssize_t count_sent(ssize_t n) const {
+    if (n > 0 && ref_ && ref_->type == SOCK_STREAM) {
+      core::stat_add(core::Stat::tcp_bytes_sent, static_cast<uint64_t>(n));
+      core::stat_add(core::Stat::tcp_sends);
+    }
+    return n;
+  }
+  ssize_t count_received(ssize_t n) const {
+    if (n > 0 && ref_ && ref_->type == SOCK_STREAM) {
+      core::stat_add(core::Stat::tcp_bytes_received, static_cast<uint64_t>(n));
+      core::stat_add(core::Stat::tcp_receives);
+    }
+    return n;
+  }
+
+ private:
+  sock::SocketRef ref_;
+  sock::StreamSocket* stream_ = nullptr;
+};
+
+ssize_t stream_send(sock::StreamSocket* stream, int fd, const iovec* iov, int count, int flags) {
+  sys::ReentryGuard guard;
+  return preload::finish(stream->send(fd, iov, count, flags));
 }
 
-VSOCK_EXPORT ssize_t sendmsg(int fd, const msghdr* msg, int flags) { return real().sendmsg(fd, msg, flags); }
+ssize_t stream_recv(sock::StreamSocket* stream, int fd, const iovec* iov, int count, int flags) {
+  sys::ReentryGuard guard;
+  return preload::finish(stream->recv(fd, iov, count, flags));
+}
+
+// A connected stream socket has no peer address to report: the kernel
+// sets the length to 0 (msg_name untouched) and returns no control data.
+void clear_message_extras(msghdr* msg) {
+  msg->msg_namelen = 0;
+  msg->msg_controllen = 0;
+  msg->msg_flags = 0;
+}
+
+int iov_count(size_t n) { return n > static_cast<size_t>(IOV_MAX) ? -1 : static_cast<int>(n); }
+
+}  // namespace
+
+VSOCK_EXPORT ssize_t send(int fd, const void* buf, size_t len, int flags) {
+  Route route(fd);
+  if (route.stream() == nullptr) return route.count_sent(real().send(fd, buf, len, flags));
+  iovec iov{const_cast<void*>(buf), len};
+  return stream_send(route.stream(), fd, &iov, 1, flags);
+}
+
+// On a connected stream socket the kernel ignores the address.
+VSOCK_EXPORT ssize_t sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* addr, socklen_t alen) {
+  Route route(fd);
+  if (route.stream() == nullptr) return route.count_sent(real().sendto(fd, buf, len, flags, addr, alen));
+  iovec iov{const_cast<void*>(buf), len};
+  return stream_send(route.stream(), fd, &iov, 1, flags);
+}
+
+VSOCK_EXPORT ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
+  Route route(fd);
+  if (route.stream() == nullptr) return route.count_sent(real().sendmsg(fd, msg, flags));
+  int count = iov_count(msg->msg_iovlen);
+  if (count < 0) {
+    errno = EMSGSIZE;
+    return -1;
+  }
+  return stream_send(route.stream(), fd, msg->msg_iov, count, flags);
+}
 
 VSOCK_EXPORT int sendmmsg(int fd, mmsghdr* msgs, unsigned int count, int flags) {
-  return real().sendmmsg(fd, msgs, count, flags);
+  Route route(fd);
+  if (route.stream() == nullptr) return static_cast<int>(route.count_sent(real().sendmmsg(fd, msgs, count, flags)));
+  // As the kernel: the messages sent, or the first error if none was.
+  unsigned int sent = 0;
+  for (; sent < count && sent < UIO_MAXIOV; ++sent) {
+    ssize_t n = sendmsg(fd, &msgs[sent].msg_hdr, flags);
+    if (n < 0) return sent > 0 ? static_cast<int>(sent) : -1;
+    msgs[sent].msg_len = static_cast<unsigned int>(n);
+  }
+  return static_cast<int>(sent);
 }
 
-VSOCK_EXPORT ssize_t recv(int fd, void* buf, size_t len, int flags) { return real().recv(fd, buf, len, flags); }
+VSOCK_EXPORT ssize_t recv(int fd, void* buf, size_t len, int flags) {
+  Route route(fd);
+  if (route.stream() == nullptr) return route.count_received(real().recv(fd, buf, len, flags));
+  iovec iov{buf, len};
+  return stream_recv(route.stream(), fd, &iov, 1, flags);
+}
 
 VSOCK_EXPORT ssize_t recvfrom(int fd, void* buf, size_t len, int flags, sockaddr* addr, socklen_t* alen) {
-  return real().recvfrom(fd, buf, len, flags, addr, alen);
+  Route route(fd);
+  if (route.stream() == nullptr) return route.count_received(real().recvfrom(fd, buf, len, flags, addr, alen));
+  iovec iov{buf, len};
+  ssize_t n = stream_recv(route.stream(), fd, &iov, 1, flags);
+  if (n >= 0 && addr != nullptr && alen != nullptr) *alen = 0;
+  return n;
 }
 
-VSOCK_EXPORT ssize_t recvmsg(int fd, msghdr* msg, int flags) { return real().recvmsg(fd, msg, flags); }
+VSOCK_EXPORT ssize_t recvmsg(int fd, msghdr* msg, int flags) {
+  Route route(fd);
+  if (route.stream() == nullptr) return route.count_received(real().recvmsg(fd, msg, flags));
+  int count = iov_count(msg->msg_iovlen);
+  if (count < 0) {
+    errno = EMSGSIZE;
+    return -1;
+  }
+  ssize_t n = stream_recv(route.stream(), fd, msg->msg_iov, count, flags);
+  if (n >= 0) clear_message_extras(msg);
+  return n;
+}
 
 VSOCK_EXPORT int recvmmsg(int fd, mmsghdr* msgs, unsigned int count, int flags, timespec* timeout) {
-  return real().recvmmsg(fd, msgs, count, flags, timeout);
+  Route route(fd);
+  if (route.stream() == nullptr)
+    return static_cast<int>(route.count_received(real().recvmmsg(fd, msgs, count, flags, timeout)));
+  // MSG_WAITFORONE: only the first message may wait. (The timeout, which
+  // the kernel checks only between messages, is not applied here.)
+  unsigned int got = 0;
+  for (; got < count && got < UIO_MAXIOV; ++got) {
+    int these = flags & ~MSG_WAITFORONE;
+    if ((flags & MSG_WAITFORONE) && got > 0) these |= MSG_DONTWAIT;
+    ssize_t n = recvmsg(fd, &msgs[got].msg_hdr, these);
+    if (n < 0) return got > 0 ? static_cast<int>(got) : -1;
+    msgs[got].msg_len = static_cast<unsigned int>(n);
+    if (n == 0) return static_cast<int>(got + 1);
+  }
+  return static_cast<int>(got);
 }
 
-VSOCK_EXPORT ssize_t read(int fd, void* buf, size_t len) { return real().read(fd, buf, len); }
+VSOCK_EXPORT ssize_t read(int fd, void* buf, size_t len) {
+  Route route(fd);
+  if (route.stream() == nullptr) return route.count_received(real().read(fd, buf, len));
+  iovec iov{buf, len};
+  return stream_recv(route.stream(), fd, &iov, 1, 0);
+}
 
-VSOCK_EXPORT ssize_t write(int fd, const void* buf, size_t len) { return real().write(fd, buf, len); }
+VSOCK_EXPORT ssize_t write(int fd, const void* buf, size_t len) {
+  Route route(fd);
+  if (route.stream() == nullptr) return route.count_sent(real().write(fd, buf, len));
+  iovec iov{const_cast<void*>(buf), len};
+  return stream_send(route.stream(), fd, &iov, 1, 0);
+}
 
-VSOCK_EXPORT ssize_t readv(int fd, const iovec* iov, int count) { return real().readv(fd, iov, count); }
+VSOCK_EXPORT ssize_t readv(int fd, const iovec* iov, int count) {
+  Route route(fd);
+  if (route.stream() == nullptr) return route.count_received(real().readv(fd, iov, count));
+  if (count < 0 || count > IOV_MAX) {
+    errno = EINVAL;
+    return -1;
+  }
+  return stream_recv(route.stream(), fd, iov, count, 0);
+}
 
-VSOCK_EXPORT ssize_t writev(int fd, const iovec* iov, int count) { return real().writev(fd, iov, count); }
+VSOCK_EXPORT ssize_t writev(int fd, const iovec* iov, int count) {
+  Route route(fd);
+  if (route.stream() == nullptr) return route.count_sent(real().writev(fd, iov, count));
+  if (count < 0 || count > IOV_MAX) {
+    errno = EINVAL;
+    return -1;
+  }
+  return stream_send(route.stream(), fd, iov, count, 0);
+}
+
+namespace {
+
+// sendfile to an offloaded socket: the file's bytes are read here and sent
+// through the stream; the file offset moves as the kernel's would.
+ssize_t stream_sendfile(sock::StreamSocket* stream, int out_fd, int in_fd, off64_t* offset, size_t count) {
+  sys::ReentryGuard guard;
+  off64_t position = offset != nullptr ? *offset : ::lseek64(in_fd, 0, SEEK_CUR);
+  if (position < 0) return -1;
+  char buffer[64 * 1024];
+  size_t done = 0;
+  int flags = 0;
+  while (done < count) {
+    size_t want = count - done < sizeof buffer ? count - done : sizeof buffer;
+    ssize_t got = ::pread64(in_fd, buffer, want, position);
+    if (got < 0 && done == 0) return -1;
+    if (got <= 0) break;
+    iovec iov{buffer, static_cast<size_t>(got)};
+    core::Result<size_t> sent = stream->send(out_fd, &iov, 1, flags);
+    if (!sent) {
+      if (done == 0) {
+        errno = sent.error();
+        return -1;
+      }
+      break;
+    }
+    done += sent.value();
+    position += static_cast<off64_t>(sent.value());
+    if (sent.value() < static_cast<size_t>(got)) break;
+    flags = MSG_DONTWAIT;  // later pieces only while they go without waiting, as the kernel's
+  }
+  if (offset != nullptr)
+    *offset = position;
+  else
+    ::lseek64(in_fd, position, SEEK_SET);
+  return static_cast<ssize_t>(done);
+}
+
+}  // namespace
 
 VSOCK_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t* offset, size_t count) {
-  return real().sendfile(out_fd, in_fd, offset, count);
+  Route route(out_fd);
+  if (route.stream() == nullptr) return route.count_sent(real().sendfile(out_fd, in_fd, offset, count));
+  off64_t position = offset != nullptr ? *offset : 0;
+  ssize_t n = stream_sendfile(route.stream(), out_fd, in_fd, offset != nullptr ? &position : nullptr, count);
+  if (offset != nullptr && n >= 0) *offset = static_cast<off_t>(position);
+  return n;
 }
 
 VSOCK_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off64_t* offset, size_t count) {
-  return real().sendfile64(out_fd, in_fd, offset, count);
+  Route route(out_fd);
+  if (route.stream() == nullptr) return route.count_sent(real().sendfile64(out_fd, in_fd, offset, count));
+  return stream_sendfile(route.stream(), out_fd, in_fd, offset, count);
 }
 
 // The fortified variants check the caller's buffer size exactly as glibc

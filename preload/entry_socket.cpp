@@ -1,4 +1,5 @@
 // Entry points that create, connect and describe sockets.
+#include <fcntl.h>
 #include <sys/socket.h>
 
 #include "preload/entry_common.hpp"
@@ -29,7 +30,11 @@ VSOCK_EXPORT int bind(int fd, const sockaddr* addr, socklen_t len) { return real
 VSOCK_EXPORT int listen(int fd, int backlog) {
   int rc = real().listen(fd, backlog);
   if (rc == 0 && !sys::in_library()) {
-    if (sock::SocketRef s = sock::lookup_socket(fd)) s->role.store(sock::SocketRole::kListener);
+    ErrnoKeeper keep;
+    if (sock::SocketRef s = sock::lookup_socket(fd)) {
+      s->role.store(sock::SocketRole::kListener);
+      sock::on_listening(fd, s.get());
+    }
   }
   return rc;
 }
@@ -39,9 +44,11 @@ namespace {
 int register_accepted(int listen_fd, int fd) {
   if (fd < 0 || sys::in_library()) return fd;
   ErrnoKeeper keep;
-  if (sock::SocketRef listener = sock::lookup_socket(listen_fd))
-    preload::track_new_socket(fd, listener->domain, listener->type, listener->protocol, sock::SocketRole::kAccepted);
-  else
+  if (sock::SocketRef listener = sock::lookup_socket(listen_fd)) {
+    sock::SocketRef accepted = preload::track_new_socket(fd, listener->domain, listener->type, listener->protocol,
+                                                         sock::SocketRole::kAccepted);
+    if (accepted) sock::on_accepted(fd, listener.get(), accepted.get());
+  } else
     sock::forget_fd(fd);  // a kernel-only listener (e.g. AF_UNIX): the new fd is kernel-only too
   return fd;
 }
@@ -60,19 +67,38 @@ VSOCK_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
   int rc = real().connect(fd, addr, len);
   if ((rc == 0 || errno == EINPROGRESS) && !sys::in_library()) {
     ErrnoKeeper keep;
-    if (sock::SocketRef s = sock::lookup_socket(fd)) s->role.store(sock::SocketRole::kClient);
+    if (sock::SocketRef s = sock::lookup_socket(fd)) {
+      s->role.store(sock::SocketRole::kClient);
+      // Only a blocking connect that has completed may wait for the upgrade.
+      bool may_wait = rc == 0 && (real().fcntl(fd, F_GETFL, nullptr) & O_NONBLOCK) == 0;
+      sock::on_connected(fd, s.get(), addr, len, may_wait);
+    }
   }
   return rc;
 }
 
-VSOCK_EXPORT int shutdown(int fd, int how) { return real().shutdown(fd, how); }
+VSOCK_EXPORT int shutdown(int fd, int how) {
+  if (!sys::in_library()) {
+    sock::SocketRef ref = sock::lookup_socket(fd);
+    if (sock::StreamSocket* stream = sock::managed_stream(ref)) {
+      sys::ReentryGuard guard;
+      return static_cast<int>(preload::finish(stream->shutdown(fd, how)));
+    }
+  }
+  return real().shutdown(fd, how);
+}
 
 VSOCK_EXPORT int getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
   return real().getsockopt(fd, level, name, value, len);
 }
 
 VSOCK_EXPORT int setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
-  return real().setsockopt(fd, level, name, value, len);
+  int rc = real().setsockopt(fd, level, name, value, len);
+  if (rc == 0 && !sys::in_library() && sock::is_unsupported_option(level, name)) {
+    ErrnoKeeper keep;
+    if (sock::SocketRef s = sock::lookup_socket(fd)) sock::on_unsupported_option(s.get(), level, name);
+  }
+  return rc;
 }
 
 VSOCK_EXPORT int getsockname(int fd, sockaddr* addr, socklen_t* len) { return real().getsockname(fd, addr, len); }

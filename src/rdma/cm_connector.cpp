@@ -54,7 +54,8 @@ core::Result<CmConnector> CmConnector::start(CmEventChannel& channel, const CmCo
   if (!is_inet(params.destination) || (params.source.ss_family != AF_UNSPEC && !is_inet(params.source)) ||
       params.timeout_ms <= 0 || params.private_data_length > kCmMaxConnectPrivateData)
     return R::fail(report_error(EINVAL, "CmConnector::start: bad destination, source, timeout or private data"));
-  if (setup.device == nullptr || setup.pd == nullptr || setup.send_cq == nullptr || setup.recv_cq == nullptr)
+  if (setup.device == nullptr ||
+      (setup.existing == nullptr && (setup.pd == nullptr || setup.send_cq == nullptr || setup.recv_cq == nullptr)))
     return R::fail(report_error(EINVAL, "CmConnector::start: incomplete CmQpSetup"));
   core::Result<CmId> id = CmId::create_tcp(channel);
   if (!id) return R::fail(id.error());

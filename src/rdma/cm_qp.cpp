@@ -19,8 +19,9 @@ int cm_attributes(const CmId& id, ibv_qp_attr* attr, int* mask, const char* stat
 
 core::Result<RcQueuePair> cm_create_qp(const CmId& id, const CmQpSetup& setup) {
   using R = core::Result<RcQueuePair>;
-  if (!id.valid() || setup.device == nullptr || setup.pd == nullptr || setup.send_cq == nullptr ||
-      setup.recv_cq == nullptr)
+  bool have_qp_parts = setup.existing != nullptr || (setup.pd != nullptr && setup.send_cq != nullptr &&
+                                                      setup.recv_cq != nullptr);
+  if (!id.valid() || setup.device == nullptr || !have_qp_parts)
     return R::fail(report_error(EINVAL, "cm_create_qp: no id, or an incomplete CmQpSetup"));
   // Our QP lives on our device and port; rdma_cm's attributes are for the
   // device and port it routed the peer through. They must be the same.
@@ -35,9 +36,14 @@ core::Result<RcQueuePair> cm_create_qp(const CmId& id, const CmQpSetup& setup) {
   const ibv_device_attr& limits = setup.device->attr();
   int most = limits.max_qp_rd_atom < limits.max_qp_init_rd_atom ? limits.max_qp_rd_atom : limits.max_qp_init_rd_atom;
   if (most >= 0 && config.max_rd_atomic > most) config.max_rd_atomic = static_cast<uint8_t>(most);
-  R created = RcQueuePair::create(*setup.device, *setup.pd, *setup.send_cq, *setup.recv_cq, config);
-  if (!created) return created;
-  RcQueuePair qp = std::move(created.value());
+  RcQueuePair qp;
+  if (setup.existing != nullptr) {
+    qp = setup.existing->borrow();
+  } else {
+    R created = RcQueuePair::create(*setup.device, *setup.pd, *setup.send_cq, *setup.recv_cq, config);
+    if (!created) return created;
+    qp = std::move(created.value());
+  }
   ibv_qp_attr attr{};
   int mask = 0;
   attr.qp_state = IBV_QPS_INIT;

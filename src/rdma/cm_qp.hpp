@@ -32,6 +32,10 @@ struct CmQpSetup {
   const CompletionQueue* send_cq = nullptr;
   const CompletionQueue* recv_cq = nullptr;
   RcQpConfig config;
+  // A QP that exists already (in RESET, made on device/pd/cqs above), e.g. a
+  // StreamChannel's: rdma_cm then drives it through a borrowed handle and
+  // the owner keeps it. Null: cm_create_qp creates one with `config`.
+  const RcQueuePair* existing = nullptr;
 };
 
 // Creates the QP for `id` and moves it to INIT with rdma_cm's attributes;

@@ -63,8 +63,23 @@ core::Result<RcQueuePair> RcQueuePair::create(const Device& device, const Protec
 
 RcQueuePair::~RcQueuePair() { reset(); }
 
+RcQueuePair RcQueuePair::borrow() const {
+  RcQueuePair view;
+  view.qp_ = qp_;
+  view.owned_ = false;
+  view.config_ = config_;
+  view.max_inline_ = max_inline_;
+  view.port_ = port_;
+  view.gid_index_ = gid_index_;
+  view.gid_ = gid_;
+  view.lid_ = lid_;
+  view.mtu_ = mtu_;
+  view.ethernet_ = ethernet_;
+  return view;
+}
+
 void RcQueuePair::reset() {
-  if (qp_ != nullptr) {
+  if (qp_ != nullptr && owned_) {
     int rc = ibv_destroy_qp(qp_);
     if (rc != 0) report_error(rc, "ibv_destroy_qp");
   }
@@ -73,6 +88,7 @@ void RcQueuePair::reset() {
 
 RcQueuePair::RcQueuePair(RcQueuePair&& other) noexcept
     : qp_(std::exchange(other.qp_, nullptr)),
+      owned_(other.owned_),
       config_(other.config_),
       max_inline_(other.max_inline_),
       port_(other.port_),
@@ -86,6 +102,7 @@ RcQueuePair& RcQueuePair::operator=(RcQueuePair&& other) noexcept {
   if (this != &other) {
     reset();
     qp_ = std::exchange(other.qp_, nullptr);
+    owned_ = other.owned_;
     config_ = other.config_;
     max_inline_ = other.max_inline_;
     port_ = other.port_;

@@ -60,6 +60,12 @@ class RcQueuePair {
   RcQueuePair(const RcQueuePair&) = delete;
   RcQueuePair& operator=(const RcQueuePair&) = delete;
 
+  // A second handle on this QP that does not own it (its destructor leaves
+  // the QP alone): for rdma_cm, which drives the state of a QP that a
+  // StreamChannel owns (src/rdma/cm_qp.hpp). The owner must outlive it.
+  RcQueuePair borrow() const;
+  bool owns_qp() const { return owned_; }
+
   bool valid() const { return qp_ != nullptr; }
   ibv_qp* get() const { return qp_; }
   uint32_t qpn() const { return qp_ ? qp_->qp_num : 0; }
@@ -93,6 +99,7 @@ class RcQueuePair {
  private:
   void reset();
   ibv_qp* qp_ = nullptr;
+  bool owned_ = true;
   RcQpConfig config_{};
   uint32_t max_inline_ = 0;
   // Copied from the Device so that the QP does not point at it.

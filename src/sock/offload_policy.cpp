@@ -13,26 +13,30 @@
 namespace vsock::sock {
 namespace {
 
-// True once the process has a device; the probe runs (and logs) only once.
-bool have_device() {
-  static const bool present = [] {
+// The process's device, or null; the probe runs (and logs) only once.
+rdma::Device* the_device() {
+  static rdma::Device* const device = []() -> rdma::Device* {
     sys::ReentryGuard guard;  // libibverbs reads sysfs and opens /dev files
     const std::string& name = core::config().settings.device;
     core::Result<rdma::Device*> device = rdma::probe_device(name);
     if (!device) {
       VSOCK_LOG(kInfo, "no usable verbs device%s%s (%s): every socket stays on the kernel",
                 name.empty() ? "" : " named ", name.c_str(), std::strerror(device.error()));
-      return false;
+      return nullptr;
     }
     core::stat_set(core::Stat::device_opened, 1);
     VSOCK_LOG(kInfo, "using verbs device %s port %u", device.value()->name().c_str(),
               static_cast<unsigned>(device.value()->port()));
-    return true;
+    return device.value();
   }();
-  return present;
+  return device;
 }
 
+bool have_device() { return the_device() != nullptr; }
+
 }  // namespace
+
+rdma::Device* offload_device() { return the_device(); }
 
 void choose_initial_path(SocketState* state) {
   const core::Settings& settings = core::config().settings;

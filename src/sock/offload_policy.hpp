@@ -5,7 +5,14 @@
 #pragma once
 #include "sock/socket_state.hpp"
 
+namespace vsock::rdma {
+class Device;
+}
+
 namespace vsock::sock {
+
+// The verbs device sockets are offloaded through, or null (probed once).
+rdma::Device* offload_device();
 
 // Sets state->kernel_reason for a freshly registered candidate socket.
 // Opens the verbs device on the first call that needs it (once per process).

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "core/config.hpp"
+#include "sock/stream_hooks.hpp"
 #include "core/stats.hpp"
 #include "sock/fd_table.hpp"
 
@@ -48,11 +49,14 @@ void reset(SocketState* s, int domain, int type, int protocol, SocketRole role) 
   s->protocol = protocol;
   s->role.store(role);
   s->kernel_reason.store(KernelReason::kUndecided);
+  s->stream.store(nullptr);
+  s->listen_key.store(0);
   s->next_free = nullptr;
 }
 
 void release(SocketState* s) {
   if (s->refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  on_socket_released(s);  // the last fd is gone: finish its connection
   std::lock_guard<std::mutex> lock(g_pool_lock);
   s->next_free = g_free_list;
   g_free_list = s;

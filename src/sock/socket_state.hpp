@@ -11,10 +11,12 @@
 
 namespace vsock::sock {
 
+class StreamSocket;
+
 enum class SocketRole : uint8_t { kUnknown, kClient, kListener, kAccepted };
 
-// Why a socket is on the kernel path. (Issue 3 adds the RDMA path.)
-enum class KernelReason : uint8_t { kUndecided, kRule, kNoDevice };
+// Why a socket is on the kernel path (kUndecided: it may still upgrade).
+enum class KernelReason : uint8_t { kUndecided, kRule, kNoDevice, kOption };
 
 struct SocketState {
   int domain = 0;
@@ -22,6 +24,10 @@ struct SocketState {
   int protocol = 0;
   std::atomic<SocketRole> role{SocketRole::kUnknown};
   std::atomic<KernelReason> kernel_reason{KernelReason::kUndecided};
+  // A TCP connection that may be (or is) upgraded; owns one reference.
+  std::atomic<StreamSocket*> stream{nullptr};
+  // A TCP listener that also listens in rdma_cm: its UpgradeEngine key.
+  std::atomic<uint64_t> listen_key{0};
 
   // Number of fd-table slots plus live SocketRefs pointing here; 0 = in pool.
   std::atomic<uint32_t> refs{0};

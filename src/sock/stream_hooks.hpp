@@ -1,0 +1,39 @@
+// What the entry points do to upgrade TCP connections (DESIGN decisions 2,
+// 8): the moments of a socket's life where the library steps in, and the
+// lookup that routes a call to a StreamSocket or straight to the kernel.
+#pragma once
+#include <sys/socket.h>
+
+#include "sock/registry.hpp"
+#include "sock/stream_socket.hpp"
+
+namespace vsock::sock {
+
+// The StreamSocket a call on this socket must go through, or null: the
+// kernel alone serves it (not TCP, kept on the kernel, or fallen back).
+inline StreamSocket* managed_stream(const SocketRef& ref) {
+  if (!ref) return nullptr;
+  StreamSocket* stream = ref->stream.load(std::memory_order_acquire);
+  return stream != nullptr && !stream->kernel_only() ? stream : nullptr;
+}
+
+// connect() returned 0 (`blocking_done`) or EINPROGRESS on a tracked TCP
+// socket: starts the upgrade if the settings, rules and peer allow; a
+// blocking connect then waits for its outcome (upgrade_timeout_ms at most).
+void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t peer_len, bool blocking_done);
+
+// listen() succeeded: listen in rdma_cm too.
+void on_listening(int fd, SocketState* state);
+
+// accept() returned `fd` (already registered as `accepted`) on `listener`.
+void on_accepted(int fd, SocketState* listener, SocketState* accepted);
+
+// setsockopt() of an option the RDMA path cannot honour: the socket stays
+// on (or goes back to) TCP while it still can.
+void on_unsupported_option(SocketState* state, int level, int name);
+bool is_unsupported_option(int level, int name);
+
+// The registry dropped the last reference: the socket is closed.
+void on_socket_released(SocketState* state);
+
+}  // namespace vsock::sock

@@ -1,0 +1,141 @@
+// StreamSocket: one TCP connection that may move onto an RC queue pair
+// (DESIGN decisions 2-4, 8). It ties together the pieces of the upgrade —
+// UpgradeState (where the upgrade stands), SwitchWriter/SwitchReader (the
+// byte-exact switch), the StreamChannel (the data path) and the rdma_cm
+// connection — and gives the entry points socket-shaped calls that read
+// and write TCP, the ring, or both, as the switch requires.
+//
+// Threads: every member is guarded by mu_, which is never held across a
+// sleep or a blocking system call (TCP calls under it are MSG_DONTWAIT);
+// blocking calls wait with the lock released, on the kernel socket and the
+// channel's completion fd together, then look again. The side-band thread
+// (UpgradeEngine) drives the rdma_cm part under the same lock.
+//
+// Lifetime: counted (retain/release): the SocketState holds one reference
+// while any fd refers to the socket; the engine one while it has rdma_cm
+// work or a close to finish for it.
+#pragma once
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "core/result.hpp"
+#include "rdma/cm_connection.hpp"
+#include "rdma/cm_connector.hpp"
+#include "sock/stream_channel.hpp"
+#include "sock/switch_reader.hpp"
+#include "sock/switch_writer.hpp"
+#include "sock/upgrade_state.hpp"
+
+namespace vsock::sock {
+
+class StreamSocket {
+ public:
+  StreamSocket(UpgradeRole role, uint64_t nonce);
+  ~StreamSocket();
+  StreamSocket(const StreamSocket&) = delete;
+  StreamSocket& operator=(const StreamSocket&) = delete;
+
+  void retain() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release();
+
+  // Fast path: once true, every call on the fd goes straight to the kernel.
+  bool kernel_only() const { return kernel_only_.load(std::memory_order_acquire); }
+  UpgradeRole role() const { return upgrade_.role(); }
+  uint64_t nonce() const { return nonce_; }
+  void set_nonce(uint64_t nonce) { nonce_ = nonce; }  // the server's, from the request
+  // close() saw SO_LINGER {1, 0}: the last close resets the connection.
+  void set_abort_on_close() { abort_on_close_.store(true, std::memory_order_relaxed); }
+
+  // --- the entry points' calls (fd: the caller's fd for this socket) ----
+  // send/sendmsg/write/writev. MSG_NOSIGNAL, MSG_DONTWAIT honoured; EPIPE
+  // raises SIGPIPE as the kernel does.
+  core::Result<size_t> send(int fd, const iovec* iov, int count, int flags);
+  // recv/recvmsg/read/readv: MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT.
+  core::Result<size_t> recv(int fd, const iovec* iov, int count, int flags);
+  core::Result<bool> shutdown(int fd, int how);
+  core::Result<int> readable_bytes(int fd);  // FIONREAD
+  // poll()-style readiness for `events` (POLLIN, POLLOUT, POLLRDHUP; POLLHUP
+  // and POLLERR always): progresses the channel first.
+  short poll_events(int fd, short events);
+  // Fills `out` (at most 3 entries) with what a sleeper must watch to learn
+  // that poll_events() may have changed; arms the channel. Returns the
+  // count, and in *slice_ms how long to sleep at most before looking again
+  // (the upgrade may change things no fd reports).
+  int wake_fds(int fd, short events, pollfd* out, int* slice_ms);
+  // The last fd is being closed. Returns true if the engine must finish
+  // the close (drain, disconnect).
+  bool on_last_close();
+
+  // --- the side band (UpgradeEngine), under lock() -----------------------
+  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mu_); }
+  UpgradeState& upgrade() { return upgrade_; }
+  StreamChannel* channel() { return channel_.get(); }
+  void set_channel(std::unique_ptr<StreamChannel> channel) { channel_ = std::move(channel); }
+  rdma::CmConnector& connector() { return connector_; }
+  rdma::CmConnection& connection() { return connection_; }
+  // Applies an UpgradeAction the state machine returned.
+  void apply(UpgradeAction action);
+  // Takes in what the channel delivered (the peer's Switch) and sends our
+  // own Switch when it is due. Called after every progress of the channel.
+  void advance();
+  // rdma_cm said the connection ended (DISCONNECTED) or failed.
+  void on_transport_lost();
+  // Draining after the last close: true once nothing is left to send.
+  bool close_finished();
+  // Wakes waiters in wait_settled() (the upgrade phase changed).
+  void notify() { settled_.notify_all(); }
+  // Blocking connect(): waits until the upgrade left kConnecting (at most
+  // timeout_ms).
+  void wait_settled(int timeout_ms);
+  // The engine drops the attempt (takes the lock: callers must not hold it).
+  void fall_back_now(FallbackReason reason, const char* why);
+  int fd_hint() const { return fd_hint_; }
+  void set_fd_hint(int fd) { fd_hint_ = fd; }
+
+ private:
+  enum class WaitFor : uint8_t { kRead, kWrite };
+  // Sleeps (lock released) until the socket may be ready, the timeout
+  // passes or a signal arrives. EINTR, EAGAIN (timeout), or ok.
+  core::Result<bool> wait(std::unique_lock<std::mutex>& held, int fd, WaitFor what, int64_t deadline_ms);
+  core::Result<size_t> send_once(int fd, const iovec* iov, int count, int flags);
+  core::Result<size_t> recv_once(int fd, const iovec* iov, int count, int flags);
+  core::Result<size_t> recv_tcp_eof();
+  void progress_locked();
+  void send_switch();
+  void take_peer_switch();
+  void become_kernel_only();
+  void reset_connection(int error, const char* why);
+  // Whether a TCP end of file may still be followed by the peer's Switch.
+  bool switch_may_come() const;
+  int error_locked() const;
+
+  std::mutex mu_;
+  std::condition_variable settled_;
+  std::atomic<int> refs_{1};
+  std::atomic<bool> kernel_only_{false};
+  std::atomic<bool> abort_on_close_{false};
+  UpgradeState upgrade_;
+  SwitchWriter writer_;
+  SwitchReader reader_;
+  uint64_t nonce_;
+  // Declared before the connection: destroyed after it, so the queue pair
+  // (the channel's) outlives rdma_cm's borrowed handle on it.
+  std::unique_ptr<StreamChannel> channel_;
+  rdma::CmConnector connector_;
+  rdma::CmConnection connection_;
+  int error_ = 0;          // the connection was reset: every call fails with it
+  bool write_shut_ = false;  // shutdown(SHUT_WR) or close before the switch
+  bool read_shut_ = false;
+  bool closing_ = false;
+  bool stats_counted_ = false;
+  int fd_hint_ = -1;  // the fd at creation (logs, the engine's liveness check)
+};
+
+}  // namespace vsock::sock

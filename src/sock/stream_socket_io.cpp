@@ -1,0 +1,293 @@
+// StreamSocket: the socket-shaped calls — send, recv, shutdown, FIONREAD,
+// readiness — over TCP, the ring, or both across the switch.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <vector>
+
+#include "core/clock.hpp"
+#include "core/stats.hpp"
+#include "sock/stream_iov.hpp"
+#include "sock/stream_socket.hpp"
+#include "sys/real_calls.hpp"
+
+namespace vsock::sock {
+namespace {
+
+// The part of an iovec array that starts `skip` bytes in and is at most
+// `limit` bytes long.
+class IovWindow {
+ public:
+  IovWindow(const iovec* iov, int count, size_t skip, size_t limit) {
+    for (int i = 0; i < count && limit > 0; ++i) {
+      size_t length = iov[i].iov_len;
+      if (skip >= length) {
+        skip -= length;
+        continue;
+      }
+      iovec piece{static_cast<char*>(iov[i].iov_base) + skip, length - skip};
+      skip = 0;
+      if (piece.iov_len > limit) piece.iov_len = limit;
+      limit -= piece.iov_len;
+      pieces_.push_back(piece);
+    }
+  }
+  const iovec* data() const { return pieces_.data(); }
+  int count() const { return static_cast<int>(pieces_.size()); }
+
+ private:
+  std::vector<iovec> pieces_;
+};
+
+bool fd_nonblocking(int fd) {
+  int flags = sys::real().fcntl(fd, F_GETFL, nullptr);
+  return flags >= 0 && (flags & O_NONBLOCK) != 0;
+}
+
+// The deadline SO_RCVTIMEO / SO_SNDTIMEO give a blocking call, or -1.
+int64_t timeout_deadline(int fd, int option) {
+  timeval tv{};
+  socklen_t len = sizeof tv;
+  if (sys::real().getsockopt(fd, SOL_SOCKET, option, &tv, &len) != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0))
+    return -1;
+  return core::monotonic_ms() + static_cast<int64_t>(tv.tv_sec) * 1000 + (tv.tv_usec + 999) / 1000;
+}
+
+// The kernel raises SIGPIPE on the writing thread for EPIPE.
+void raise_sigpipe() {
+  ::syscall(SYS_tgkill, ::syscall(SYS_getpid), ::syscall(SYS_gettid), SIGPIPE);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------ send --
+
+core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count, int flags) {
+  using R = core::Result<size_t>;
+  progress_locked();
+  if (int error = error_locked()) return R::fail(error);
+  if (writer_.tcp_allowed() || kernel_only()) {
+    msghdr message{};
+    message.msg_iov = const_cast<iovec*>(iov);
+    message.msg_iovlen = static_cast<size_t>(count);
+    ssize_t n = sys::real().sendmsg(fd, &message, flags | MSG_DONTWAIT);
+    if (n < 0) return R::fail(errno);
+    if (!kernel_only()) writer_.on_tcp_written(static_cast<uint64_t>(n));
+    core::stat_add(core::Stat::tcp_bytes_sent, static_cast<uint64_t>(n));
+    core::stat_add(core::Stat::tcp_sends);
+    return R::ok(static_cast<size_t>(n));
+  }
+  if (write_shut_) return R::fail(EPIPE);
+  core::Result<size_t> written = channel_->write(iov, count);
+  if (written && written.value() > 0) {
+    core::stat_add(core::Stat::rdma_bytes_sent, written.value());
+    core::stat_add(core::Stat::rdma_sends);
+  }
+  if (!written && written.error() != EAGAIN) advance();
+  return written;
+}
+
+core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int flags) {
+  using R = core::Result<size_t>;
+  const size_t total = iov_total(iov, count);
+  std::unique_lock<std::mutex> held(mu_);
+  size_t done = 0;
+  int64_t deadline = -2;  // not looked up yet
+  for (;;) {
+    IovWindow window(iov, count, done, total - done);
+    core::Result<size_t> sent = send_once(fd, window.data(), window.count(), flags);
+    if (sent) {
+      done += sent.value();
+      if (done >= total || (flags & MSG_DONTWAIT) || fd_nonblocking(fd)) return R::ok(done);
+      continue;  // a blocking send takes everything, as the kernel's does
+    }
+    int error = sent.error();
+    if (error == EAGAIN && !(flags & MSG_DONTWAIT) && !fd_nonblocking(fd)) {
+      if (deadline == -2) deadline = timeout_deadline(fd, SO_SNDTIMEO);
+      core::Result<bool> waited = wait(held, fd, WaitFor::kWrite, deadline);
+      if (waited) continue;
+      error = waited.error();
+    }
+    if (done > 0) return R::ok(done);
+    // The TCP path raised SIGPIPE itself (flags went to the kernel).
+    if (error == EPIPE && !(flags & MSG_NOSIGNAL) && !writer_.tcp_allowed()) raise_sigpipe();
+    return R::fail(error);
+  }
+}
+
+// ------------------------------------------------------------------ recv --
+
+core::Result<size_t> StreamSocket::recv_tcp_eof() {
+  using R = core::Result<size_t>;
+  core::Result<TcpEnd> end = reader_.on_tcp_eof();
+  if (!end) {
+    apply(upgrade_.on(UpgradeEvent::kTcpReset));
+    return R::fail(error_locked() != 0 ? error_locked() : ECONNRESET);
+  }
+  // The peer's Switch may be behind its FIN: wait for it (the engine ends
+  // the wait by falling back or resetting if it never comes).
+  if (end.value() == TcpEnd::kEndOfStream && switch_may_come()) return R::fail(EAGAIN);
+  if (!kernel_only()) apply(upgrade_.on(UpgradeEvent::kTcpEof));
+  return R::ok(0);
+}
+
+core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count, int flags) {
+  using R = core::Result<size_t>;
+  progress_locked();
+  if (int error = error_locked()) return R::fail(error);
+  const size_t length = iov_total(iov, count);
+  if (kernel_only()) {
+    msghdr message{};
+    message.msg_iov = const_cast<iovec*>(iov);
+    message.msg_iovlen = static_cast<size_t>(count);
+    ssize_t n = sys::real().recvmsg(fd, &message, flags | MSG_DONTWAIT);
+    if (n < 0) return R::fail(errno);
+    if (n > 0) {
+      core::stat_add(core::Stat::tcp_bytes_received, static_cast<uint64_t>(n));
+      core::stat_add(core::Stat::tcp_receives);
+    }
+    return R::ok(static_cast<size_t>(n));
+  }
+  ReadPlan plan = reader_.plan(length, flags);
+  size_t got = 0;
+  if (plan.tcp_length > 0) {
+    if (reader_.tcp_ended()) return recv_tcp_eof();
+    IovWindow window(iov, count, 0, plan.tcp_length);
+    msghdr message{};
+    message.msg_iov = const_cast<iovec*>(window.data());
+    message.msg_iovlen = static_cast<size_t>(window.count());
+    ssize_t n = sys::real().recvmsg(fd, &message, (plan.tcp_flags & ~MSG_WAITALL) | MSG_DONTWAIT);
+    if (n < 0) {
+      int error = errno;
+      if (error == ECONNRESET) apply(upgrade_.on(UpgradeEvent::kTcpReset));
+      return R::fail(error);
+    }
+    if (n == 0) return recv_tcp_eof();
+    if (plan.consume) {
+      if (!reader_.on_tcp_read(static_cast<uint64_t>(n))) {
+        apply(upgrade_.on(UpgradeEvent::kProtocolError));
+        return R::fail(error_locked() != 0 ? error_locked() : ECONNRESET);
+      }
+      core::stat_add(core::Stat::tcp_bytes_received, static_cast<uint64_t>(n));
+      core::stat_add(core::Stat::tcp_receives);
+    }
+    got = static_cast<size_t>(n);
+    if (got < plan.tcp_length) return R::ok(got);
+  }
+  if (plan.ring_length > 0 && channel_) {
+    IovWindow window(iov, count, got, plan.ring_length);
+    core::Result<size_t> read = channel_->read(window.data(), window.count(), !plan.consume);
+    if (read && read.value() > 0) {
+      if (plan.consume) {
+        core::stat_add(core::Stat::rdma_bytes_received, read.value());
+        core::stat_add(core::Stat::rdma_receives);
+      }
+      got += read.value();
+    } else if (read && read_shut_) {
+      return R::ok(got);
+    } else if (!read) {
+      if (got > 0) return R::ok(got);
+      if (read.error() != EAGAIN) advance();
+      if (read.error() == EAGAIN && read_shut_) return R::ok(0);
+      return R::fail(error_locked() != 0 ? error_locked() : read.error());
+    }
+  }
+  return R::ok(got);
+}
+
+core::Result<size_t> StreamSocket::recv(int fd, const iovec* iov, int count, int flags) {
+  using R = core::Result<size_t>;
+  const size_t total = iov_total(iov, count);
+  const bool wait_all = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+  std::unique_lock<std::mutex> held(mu_);
+  size_t got = 0;
+  int64_t deadline = -2;  // not looked up yet
+  for (;;) {
+    IovWindow window(iov, count, got, total - got);
+    core::Result<size_t> read = recv_once(fd, window.data(), window.count(), flags & ~MSG_WAITALL);
+    if (read) {
+      if (read.value() == 0) return R::ok(got);  // end of stream
+      got += read.value();
+      if (!wait_all || got >= total) return R::ok(got);
+      continue;
+    }
+    int error = read.error();
+    if (error == EAGAIN && !(flags & MSG_DONTWAIT) && !fd_nonblocking(fd)) {
+      if (deadline == -2) deadline = timeout_deadline(fd, SO_RCVTIMEO);
+      core::Result<bool> waited = wait(held, fd, WaitFor::kRead, deadline);
+      if (waited) continue;
+      error = waited.error();
+    }
+    if (got > 0) return R::ok(got);
+    return R::fail(error);
+  }
+}
+
+// -------------------------------------------------------------- the rest --
+
+core::Result<bool> StreamSocket::shutdown(int fd, int how) {
+  using R = core::Result<bool>;
+  std::unique_lock<std::mutex> held(mu_);
+  // The kernel socket is shut too: its errors (ENOTCONN, EINVAL) are the
+  // answer, and a peer still reading TCP sees the end there.
+  if (sys::real().shutdown(fd, how) != 0) return R::fail(errno);
+  if (kernel_only()) return R::ok(true);
+  progress_locked();
+  if (how == SHUT_RD || how == SHUT_RDWR) read_shut_ = true;
+  if (how == SHUT_WR || how == SHUT_RDWR) {
+    write_shut_ = true;
+    if (writer_.switched() && channel_) channel_->shutdown_write();
+  }
+  return R::ok(true);
+}
+
+core::Result<int> StreamSocket::readable_bytes(int fd) {
+  using R = core::Result<int>;
+  std::unique_lock<std::mutex> held(mu_);
+  progress_locked();
+  int kernel = 0;
+  if (!reader_.on_ring() && sys::real().ioctl(fd, FIONREAD, &kernel) != 0) return R::fail(errno);
+  if (kernel_only()) return R::ok(kernel);
+  uint64_t ring = channel_ && channel_->started() ? channel_->readable_bytes() : 0;
+  core::Result<uint64_t> total = reader_.readable_bytes(static_cast<uint64_t>(kernel), ring);
+  if (!total) return R::ok(kernel);
+  return R::ok(total.value() > INT32_MAX ? INT32_MAX : static_cast<int>(total.value()));
+}
+
+short StreamSocket::poll_events(int fd, short events) {
+  std::unique_lock<std::mutex> held(mu_);
+  progress_locked();
+  pollfd kernel{fd, static_cast<short>(POLLIN | POLLOUT | POLLRDHUP), 0};
+  bool need_kernel = kernel_only() || !reader_.on_ring() || writer_.tcp_allowed();
+  if (need_kernel && sys::real().poll(&kernel, 1, 0) < 0) kernel.revents = POLLERR;
+  if (kernel_only()) return static_cast<short>(kernel.revents & (events | POLLERR | POLLHUP | POLLNVAL));
+  short ready = 0;
+  if (error_locked() != 0) return static_cast<short>((POLLIN | POLLOUT | POLLERR | POLLHUP) & (events | POLLERR | POLLHUP));
+  const bool tcp_eof = (kernel.revents & POLLRDHUP) != 0;
+  bool peer_done = false;
+  if (reader_.on_ring()) {
+    if (channel_->readable()) ready |= POLLIN;
+    peer_done = channel_->peer_finished();
+  } else if (tcp_eof && switch_may_come()) {
+    // The end on TCP may be the switch point: wait for the channel.
+  } else {
+    ready |= static_cast<short>(kernel.revents & POLLIN);
+    // TCP bytes up to the switch point, then the ring: readable if the
+    // TCP part is all there and the ring has more.
+    if (!(ready & POLLIN) && reader_.switch_known() && reader_.tcp_remaining() == 0 && channel_->readable())
+      ready |= POLLIN;
+    peer_done = tcp_eof && !switch_may_come();
+  }
+  if (read_shut_) ready |= POLLIN;
+  if (peer_done) ready |= POLLIN | POLLRDHUP;
+  if (writer_.tcp_allowed() ? (kernel.revents & POLLOUT) != 0 : (channel_ && channel_->writable()))
+    ready |= POLLOUT;
+  if (peer_done && write_shut_) ready |= POLLHUP;
+  return static_cast<short>(ready & (events | POLLHUP | POLLERR));
+}
+
+}  // namespace vsock::sock
