@@ -23,8 +23,12 @@ uint64_t block(uint64_t seed, uint64_t index) { return mix(seed * 0x9E3779B97F4A
 
 }  // namespace
 
-core::Result<sock::StreamChannel> connect_stream(int fd, const rdma::Device& device, const sock::StreamConfig& config,
-                                                 const char* program) {
+namespace {
+
+// Creates a channel and swaps StreamHellos; *psn is ours.
+core::Result<sock::StreamChannel> create_and_greet(int fd, const rdma::Device& device,
+                                                   const sock::StreamConfig& config, const char* program,
+                                                   uint32_t* psn, StreamHello* peer) {
   using R = core::Result<sock::StreamChannel>;
   core::Result<sock::StreamChannel> made = sock::StreamChannel::create(device, config);
   if (!made) {
@@ -32,18 +36,50 @@ core::Result<sock::StreamChannel> connect_stream(int fd, const rdma::Device& dev
     return made;
   }
   sock::StreamChannel& channel = made.value();
-  uint32_t psn = rdma::random_psn();
-  StreamHello mine{channel.local_endpoint(psn), channel.local_ring()};
-  StreamHello peer{};
-  if (!send_all(fd, &mine, sizeof mine, kSetupTimeoutMs) || !recv_all(fd, &peer, sizeof peer, kSetupTimeoutMs)) {
+  *psn = rdma::random_psn();
+  StreamHello mine{channel.local_endpoint(*psn), channel.local_ring()};
+  if (!send_all(fd, &mine, sizeof mine, kSetupTimeoutMs) || !recv_all(fd, peer, sizeof *peer, kSetupTimeoutMs)) {
     fprintf(stderr, "%s: hello exchange failed\n", program);
     return R::fail(EPIPE);
   }
-  rdma::Status connected = channel.connect(peer.endpoint, psn, peer.ring);
+  return made;
+}
+
+}  // namespace
+
+core::Result<sock::StreamChannel> connect_stream(int fd, const rdma::Device& device, const sock::StreamConfig& config,
+                                                 const char* program) {
+  using R = core::Result<sock::StreamChannel>;
+  uint32_t psn = 0;
+  StreamHello peer{};
+  core::Result<sock::StreamChannel> made = create_and_greet(fd, device, config, program, &psn, &peer);
+  if (!made) return made;
+  rdma::Status connected = made.value().connect(peer.endpoint, psn, peer.ring);
   if (!connected) {
     fprintf(stderr, "%s: StreamChannel::connect: %s\n", program, strerror(connected.error()));
     return R::fail(connected.error());
   }
+  return made;
+}
+
+core::Result<sock::StreamChannel> connect_stream_unstarted(int fd, const rdma::Device& device,
+                                                           const sock::StreamConfig& config, const char* program,
+                                                           rdma::RingDescriptor* peer_ring) {
+  using R = core::Result<sock::StreamChannel>;
+  uint32_t psn = 0;
+  StreamHello peer{};
+  core::Result<sock::StreamChannel> made = create_and_greet(fd, device, config, program, &psn, &peer);
+  if (!made) return made;
+  sock::StreamChannel& channel = made.value();
+  rdma::Status step = channel.queue_pair().to_init();
+  if (step) step = channel.post_initial_receives();
+  if (step) step = channel.queue_pair().to_rtr(peer.endpoint);
+  if (step) step = channel.queue_pair().to_rts(psn);
+  if (!step) {
+    fprintf(stderr, "%s: connecting the queue pair: %s\n", program, strerror(step.error()));
+    return R::fail(step.error());
+  }
+  *peer_ring = peer.ring;
   return made;
 }
 
@@ -186,13 +222,14 @@ void print_counters(const char* program, const char* label, const sock::StreamCh
   const sock::StreamCounters& c = channel.counters();
   printf("%s: %s: wrote %llu read %llu; data WRs %llu (inline %llu, split at ring end %llu), signalled %llu, "
          "post calls %llu; credits sent %llu received %llu; recv posts %llu; completions %llu; write EAGAIN %llu, "
-         "SQ full %llu, corked %llu, probes %llu\n",
+         "SQ full %llu, corked %llu, probes %llu; messages sent %llu received %llu\n",
          program, label, (unsigned long long)c.bytes_written, (unsigned long long)c.bytes_read,
          (unsigned long long)c.data_wrs, (unsigned long long)c.inline_wrs, (unsigned long long)c.ring_end_splits,
          (unsigned long long)c.signaled_wrs, (unsigned long long)c.post_calls, (unsigned long long)c.credits_sent,
          (unsigned long long)c.credits_received, (unsigned long long)c.recv_posts,
          (unsigned long long)c.completions, (unsigned long long)c.write_eagain, (unsigned long long)c.sq_full,
-         (unsigned long long)c.corked, (unsigned long long)c.probes);
+         (unsigned long long)c.corked, (unsigned long long)c.probes, (unsigned long long)c.messages_sent,
+         (unsigned long long)c.messages_received);
 }
 
 }  // namespace vsock::test

@@ -27,6 +27,15 @@ struct StreamHello {
 core::Result<sock::StreamChannel> connect_stream(int fd, const rdma::Device& device, const sock::StreamConfig& config,
                                                  const char* program);
 
+// The same steps without start(): the queue pair is in RTS with its
+// receives posted, and *peer_ring is the ring the peer announced (a server
+// learns it from the client's Switch instead). Messages and DATA may arrive
+// before start(). The peer may be in RESET or INIT still: callers that send
+// at once call barrier() first.
+core::Result<sock::StreamChannel> connect_stream_unstarted(int fd, const rdma::Device& device,
+                                                           const sock::StreamConfig& config, const char* program,
+                                                           rdma::RingDescriptor* peer_ring);
+
 // The spin budget of the waits, from VSOCK_TEST_SPIN_US (default 50 us),
 // the same knob the raw rdma tests use.
 uint32_t spin_us();
