@@ -6,6 +6,7 @@
 #include <cstdarg>
 
 #include "preload/entry_common.hpp"
+#include "sock/wait_engine.hpp"
 
 using namespace vsock;
 using vsock::preload::ErrnoKeeper;
@@ -28,6 +29,7 @@ VSOCK_EXPORT int close(int fd) {
       }
     }
     sock::forget_fd(fd);
+    sock::epoll_forget(fd);
   }
   return real().close(fd);
 }

@@ -6,6 +6,7 @@
 #include "core/log.hpp"
 #include "core/stats.hpp"
 #include "preload/entry_common.hpp"
+#include "sock/stream_hooks.hpp"
 #include "vsock/vsock.h"
 
 using namespace vsock;
@@ -38,6 +39,7 @@ __attribute__((constructor)) void library_loaded() {
 }
 
 __attribute__((destructor)) void library_unloading() {
+  sock::finish_streams_at_exit();
   if (core::config().settings.stats) core::stats_print();
 }
 

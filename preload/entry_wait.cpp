@@ -5,15 +5,28 @@
 #include <sys/select.h>
 
 #include "preload/entry_common.hpp"
+#include "sock/wait_engine.hpp"
 
+using namespace vsock;
 using vsock::preload::real;
+
+namespace {
+
+timespec from_ms(int ms) { return timespec{ms / 1000, static_cast<long>(ms % 1000) * 1000000}; }
+
+}  // namespace
 
 extern "C" void __chk_fail(void) __attribute__((noreturn));
 
-VSOCK_EXPORT int poll(pollfd* fds, nfds_t count, int timeout) { return real().poll(fds, count, timeout); }
+VSOCK_EXPORT int poll(pollfd* fds, nfds_t count, int timeout) {
+  if (sys::in_library()) return real().poll(fds, count, timeout);
+  timespec limit = from_ms(timeout);
+  return sock::wait_poll(fds, count, timeout < 0 ? nullptr : &limit, nullptr);
+}
 
 VSOCK_EXPORT int ppoll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t* mask) {
-  return real().ppoll(fds, count, timeout, mask);
+  if (sys::in_library()) return real().ppoll(fds, count, timeout, mask);
+  return sock::wait_poll(fds, count, timeout, mask);
 }
 
 VSOCK_EXPORT int __poll_chk(pollfd* fds, nfds_t count, int timeout, size_t fds_len) {
@@ -28,12 +41,18 @@ VSOCK_EXPORT int __ppoll_chk(pollfd* fds, nfds_t count, const timespec* timeout,
 }
 
 VSOCK_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, timeval* timeout) {
-  return real().select(nfds, readfds, writefds, exceptfds, timeout);
+  if (sys::in_library() || !sock::select_has_stream(nfds, readfds, writefds, exceptfds))
+    return real().select(nfds, readfds, writefds, exceptfds, timeout);
+  timespec limit{};
+  if (timeout != nullptr) limit = timespec{timeout->tv_sec, timeout->tv_usec * 1000};
+  return sock::wait_select(nfds, readfds, writefds, exceptfds, timeout != nullptr ? &limit : nullptr, nullptr);
 }
 
 VSOCK_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, const timespec* timeout,
                          const sigset_t* mask) {
-  return real().pselect(nfds, readfds, writefds, exceptfds, timeout, mask);
+  if (sys::in_library() || !sock::select_has_stream(nfds, readfds, writefds, exceptfds))
+    return real().pselect(nfds, readfds, writefds, exceptfds, timeout, mask);
+  return sock::wait_select(nfds, readfds, writefds, exceptfds, timeout, mask);
 }
 
 VSOCK_EXPORT int epoll_create(int size) { return real().epoll_create(size); }
@@ -41,18 +60,24 @@ VSOCK_EXPORT int epoll_create(int size) { return real().epoll_create(size); }
 VSOCK_EXPORT int epoll_create1(int flags) { return real().epoll_create1(flags); }
 
 VSOCK_EXPORT int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
-  return real().epoll_ctl(epfd, op, fd, event);
+  if (sys::in_library()) return real().epoll_ctl(epfd, op, fd, event);
+  return sock::epoll_control(epfd, op, fd, event);
 }
 
 VSOCK_EXPORT int epoll_wait(int epfd, epoll_event* events, int max, int timeout) {
-  return real().epoll_wait(epfd, events, max, timeout);
+  if (sys::in_library() || !sock::epoll_has_view(epfd)) return real().epoll_wait(epfd, events, max, timeout);
+  timespec limit = from_ms(timeout);
+  return sock::epoll_wait_all(epfd, events, max, timeout < 0 ? nullptr : &limit, nullptr);
 }
 
 VSOCK_EXPORT int epoll_pwait(int epfd, epoll_event* events, int max, int timeout, const sigset_t* mask) {
-  return real().epoll_pwait(epfd, events, max, timeout, mask);
+  if (sys::in_library() || !sock::epoll_has_view(epfd)) return real().epoll_pwait(epfd, events, max, timeout, mask);
+  timespec limit = from_ms(timeout);
+  return sock::epoll_wait_all(epfd, events, max, timeout < 0 ? nullptr : &limit, mask);
 }
 
 VSOCK_EXPORT int epoll_pwait2(int epfd, epoll_event* events, int max, const timespec* timeout,
                               const sigset_t* mask) {
-  return real().epoll_pwait2(epfd, events, max, timeout, mask);
+  if (sys::in_library() || !sock::epoll_has_view(epfd)) return real().epoll_pwait2(epfd, events, max, timeout, mask);
+  return sock::epoll_wait_all(epfd, events, max, timeout, mask);
 }

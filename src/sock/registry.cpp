@@ -148,6 +148,12 @@ void share_fd(int oldfd, int newfd) {
   install(newfd, s);
 }
 
+void for_each_socket(void (*fn)(int fd, const SocketRef& ref)) {
+  g_table.for_each_used(0, INT32_MAX, [fn](int fd) {
+    if (SocketRef ref = lookup_socket(fd)) fn(fd, ref);
+  });
+}
+
 void forget_fd_range(unsigned int first, unsigned int last) {
   if (first > static_cast<unsigned int>(INT32_MAX)) return;
   if (last > static_cast<unsigned int>(INT32_MAX)) last = INT32_MAX;

@@ -41,6 +41,9 @@ void forget_fd(int fd);
 // newfd now refers to what oldfd refers to (dup, dup2, dup3, F_DUPFD).
 void share_fd(int oldfd, int newfd);
 
+// Calls fn(fd, ref) for every tracked fd (at exit: no fd may come or go).
+void for_each_socket(void (*fn)(int fd, const SocketRef& ref));
+
 // Forgets every fd in [first, last] (close_range, closefrom).
 void forget_fd_range(unsigned int first, unsigned int last);
 

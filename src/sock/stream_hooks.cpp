@@ -13,6 +13,9 @@
 namespace vsock::sock {
 namespace {
 
+// How long exit waits for one connection's data and FIN to be delivered.
+constexpr int kExitDrainMs = 2000;
+
 // Whether the settings and rules let this socket use RDMA at all.
 bool offload_allowed(SocketState* state, core::Role role, const sockaddr* addr) {
   if (state->type != SOCK_STREAM || state->kernel_reason.load() != KernelReason::kUndecided) return false;
@@ -100,6 +103,13 @@ void on_unsupported_option(SocketState* state, int level, int name) {
   // A connection already upgrading goes back to TCP if nothing is in a ring yet.
   if (StreamSocket* stream = state->stream.load(std::memory_order_acquire))
     stream->fall_back_now(FallbackReason::kDeclined, "socket option the RDMA path cannot honour");
+}
+
+void finish_streams_at_exit() {
+  sys::ReentryGuard guard;
+  for_each_socket([](int, const SocketRef& ref) {
+    if (StreamSocket* stream = managed_stream(ref)) stream->finish_at_exit(kExitDrainMs);
+  });
 }
 
 void on_socket_released(SocketState* state) {

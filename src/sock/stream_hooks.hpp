@@ -33,6 +33,10 @@ void on_accepted(int fd, SocketState* listener, SocketState* accepted);
 void on_unsupported_option(SocketState* state, int level, int name);
 bool is_unsupported_option(int level, int name);
 
+// The process exits: the kernel would send what every TCP socket still
+// holds, then a FIN; do the same for upgraded ones (bounded wait).
+void finish_streams_at_exit();
+
 // The registry dropped the last reference: the socket is closed.
 void on_socket_released(SocketState* state);
 

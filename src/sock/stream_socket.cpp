@@ -227,6 +227,15 @@ bool StreamSocket::on_last_close() {
   return true;
 }
 
+void StreamSocket::finish_at_exit(int timeout_ms) {
+  std::unique_lock<std::mutex> held(mu_);
+  if (kernel_only() || !channel_ || !upgrade_.committed() || !writer_.switched()) return;
+  channel_->shutdown_write();
+  const int64_t deadline = core::monotonic_ms() + timeout_ms;
+  while (channel_ && channel_->error() == 0 && !channel_->all_sent() && core::monotonic_ms() < deadline)
+    progress_locked();
+}
+
 bool StreamSocket::close_finished() {
   std::unique_lock<std::mutex> held(mu_);
   if (kernel_only() || !channel_) return true;
@@ -238,6 +247,14 @@ bool StreamSocket::close_finished() {
 
 // ----------------------------------------------------------------- waiting --
 
+uint64_t StreamSocket::activity() {
+  std::unique_lock<std::mutex> held(mu_);
+  uint64_t value = eagain_count_;
+  if (channel_) value += channel_->counters().data_received + channel_->counters().credits_received +
+                         channel_->counters().messages_received;
+  return value;
+}
+
 int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
   std::unique_lock<std::mutex> held(mu_);
   int n = 0;
@@ -245,13 +262,17 @@ int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
   if ((events & POLLIN) && !reader_.on_ring()) tcp_events |= POLLIN;
   if ((events & POLLOUT) && writer_.tcp_allowed()) tcp_events |= POLLOUT;
   if (tcp_events != 0 || kernel_only()) out[n++] = pollfd{fd, static_cast<short>(tcp_events | POLLRDHUP), 0};
+  bool pending = false;
   if (channel_ && !kernel_only()) {
     channel_->arm();
+    // A completion already in the queue would not wake the fd.
+    pending = channel_->progress().value() > 0;
+    if (pending) advance();
     out[n++] = pollfd{channel_->completion_fd(), POLLIN, 0};
   }
   bool transitional = !kernel_only() && upgrade_.phase() != UpgradePhase::kSwitched &&
                       upgrade_.phase() != UpgradePhase::kFailed;
-  *slice_ms = transitional ? kTransitionSliceMs : kIdleSliceMs;
+  *slice_ms = pending ? 0 : transitional ? kTransitionSliceMs : kIdleSliceMs;
   return n;
 }
 
@@ -264,6 +285,17 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
   if (tcp_wanted) fds[n++] = pollfd{fd, static_cast<short>(what == WaitFor::kRead ? POLLIN : POLLOUT), 0};
   int channel_index = -1;
   StreamChannel* channel = kernel_only() ? nullptr : channel_.get();
+  if (channel != nullptr && channel->started()) {
+    // Spin first (the profile's budget): a reply that is microseconds away
+    // is not worth a sleep and a wake-up.
+    const int64_t spin_until = core::monotonic_us() + core::config().settings.spin_us;
+    while (core::monotonic_us() < spin_until) {
+      if (channel->progress().value() > 0) {
+        advance();
+        return R::ok(true);
+      }
+    }
+  }
   if (channel != nullptr) {
     channel->arm();
     // A completion that came before the arm would not wake the fd.

@@ -69,6 +69,14 @@ class StreamSocket {
   // count, and in *slice_ms how long to sleep at most before looking again
   // (the upgrade may change things no fd reports).
   int wake_fds(int fd, short events, pollfd* out, int* slice_ms);
+  // Changes whenever something may have become newly ready (data or
+  // credit arrived, a call found nothing and will wait): edge-triggered
+  // epoll reports a ready socket again after it changed.
+  uint64_t activity();
+  // The process exits with the socket open: sends a FIN after the data and
+  // waits (at most timeout_ms) until both are delivered, as exit's implicit
+  // close does on TCP.
+  void finish_at_exit(int timeout_ms);
   // The last fd is being closed. Returns true if the engine must finish
   // the close (drain, disconnect).
   bool on_last_close();
@@ -135,7 +143,8 @@ class StreamSocket {
   bool read_shut_ = false;
   bool closing_ = false;
   bool stats_counted_ = false;
-  int fd_hint_ = -1;  // the fd at creation (logs, the engine's liveness check)
+  int fd_hint_ = -1;
+  uint64_t eagain_count_ = 0;  // for activity()  // the fd at creation (logs, the engine's liveness check)
 };
 
 }  // namespace vsock::sock

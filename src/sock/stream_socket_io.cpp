@@ -106,6 +106,7 @@ core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int
       continue;  // a blocking send takes everything, as the kernel's does
     }
     int error = sent.error();
+    if (error == EAGAIN) ++eagain_count_;
     if (error == EAGAIN && !(flags & MSG_DONTWAIT) && !fd_nonblocking(fd)) {
       if (deadline == -2) deadline = timeout_deadline(fd, SO_SNDTIMEO);
       core::Result<bool> waited = wait(held, fd, WaitFor::kWrite, deadline);
@@ -216,6 +217,7 @@ core::Result<size_t> StreamSocket::recv(int fd, const iovec* iov, int count, int
       continue;
     }
     int error = read.error();
+    if (error == EAGAIN) ++eagain_count_;
     if (error == EAGAIN && !(flags & MSG_DONTWAIT) && !fd_nonblocking(fd)) {
       if (deadline == -2) deadline = timeout_deadline(fd, SO_RCVTIMEO);
       core::Result<bool> waited = wait(held, fd, WaitFor::kRead, deadline);
@@ -260,6 +262,8 @@ core::Result<int> StreamSocket::readable_bytes(int fd) {
 
 short StreamSocket::poll_events(int fd, short events) {
   std::unique_lock<std::mutex> held(mu_);
+  // Events of the completion channel a sleeper woke for (non-blocking).
+  if (channel_ && !kernel_only()) channel_->drain_events();
   progress_locked();
   pollfd kernel{fd, static_cast<short>(POLLIN | POLLOUT | POLLRDHUP), 0};
   bool need_kernel = kernel_only() || !reader_.on_ring() || writer_.tcp_allowed();
@@ -287,6 +291,9 @@ short StreamSocket::poll_events(int fd, short events) {
   if (writer_.tcp_allowed() ? (kernel.revents & POLLOUT) != 0 : (channel_ && channel_->writable()))
     ready |= POLLOUT;
   if (peer_done && write_shut_) ready |= POLLHUP;
+  // Until a byte can be in a ring, the kernel's errors are the socket's
+  // (e.g. a refused non-blocking connect).
+  if (!upgrade_.committed()) ready |= static_cast<short>(kernel.revents & (POLLERR | POLLHUP));
   return static_cast<short>(ready & (events | POLLHUP | POLLERR));
 }
 

@@ -1,0 +1,143 @@
+#include "sock/wait_engine.hpp"
+
+#include <errno.h>
+
+#include <vector>
+
+#include "core/clock.hpp"
+#include "core/config.hpp"
+#include "sock/registry.hpp"
+#include "sock/stream_hooks.hpp"
+#include "sys/real_calls.hpp"
+#include "sys/reentry_guard.hpp"
+
+namespace vsock::sock {
+namespace {
+
+// -1: forever; else the absolute deadline in ms.
+int64_t deadline_of(const timespec* timeout) {
+  if (timeout == nullptr) return -1;
+  return core::monotonic_ms() + timeout->tv_sec * 1000 + (timeout->tv_nsec + 999999) / 1000000;
+}
+
+// The sleep before the next look: at most `slice_ms` (-1: none), at most
+// until the deadline.
+timespec sleep_for(int64_t deadline, int slice_ms, bool* forever) {
+  int64_t ms = slice_ms;
+  if (deadline >= 0) {
+    int64_t left = deadline - core::monotonic_ms();
+    if (left < 0) left = 0;
+    if (ms < 0 || left < ms) ms = left;
+  }
+  *forever = ms < 0;
+  return timespec{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000};
+}
+
+struct Managed {
+  size_t index;
+  SocketRef ref;
+  StreamSocket* stream;
+};
+
+}  // namespace
+
+int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t* mask) {
+  std::vector<Managed> managed;
+  for (nfds_t i = 0; i < count; ++i) {
+    if (fds[i].fd < 0) continue;
+    SocketRef ref = lookup_socket(fds[i].fd);
+    if (StreamSocket* stream = managed_stream(ref)) managed.push_back(Managed{i, std::move(ref), stream});
+  }
+  if (managed.empty()) return sys::real().ppoll(fds, count, timeout, mask);
+
+  sys::ReentryGuard guard;
+  const int64_t deadline = deadline_of(timeout);
+  // Look again without sleeping for the profile's spin budget.
+  const int64_t spin_until = core::monotonic_us() + core::config().settings.spin_us;
+  std::vector<pollfd> kernel(fds, fds + count);
+  std::vector<pollfd> sleep_set;
+  for (;;) {
+    // The kernel's fds, without waiting; the stream sockets, from the library.
+    for (const Managed& m : managed) kernel[m.index].fd = -1;  // ppoll skips negative fds
+    for (nfds_t i = 0; i < count; ++i) kernel[i].revents = 0;
+    const timespec now{0, 0};
+    int rc = sys::real().ppoll(kernel.data(), count, &now, nullptr);
+    if (rc < 0) return -1;
+    int ready = 0;
+    for (nfds_t i = 0; i < count; ++i) fds[i].revents = kernel[i].revents;
+    for (const Managed& m : managed) {
+      kernel[m.index].fd = fds[m.index].fd;
+      fds[m.index].revents = m.stream->poll_events(fds[m.index].fd, fds[m.index].events);
+    }
+    for (nfds_t i = 0; i < count; ++i) ready += fds[i].revents != 0;
+    if (ready > 0 || (deadline >= 0 && core::monotonic_ms() >= deadline)) return ready;
+    if (core::monotonic_us() < spin_until) continue;
+
+    // Sleep on everything that can change the answer.
+    sleep_set.assign(fds, fds + count);
+    int slice = -1;
+    for (const Managed& m : managed) {
+      sleep_set[m.index].fd = -1;
+      pollfd wake[3];
+      int slice_ms = -1;
+      int n = m.stream->wake_fds(fds[m.index].fd, fds[m.index].events, wake, &slice_ms);
+      sleep_set.insert(sleep_set.end(), wake, wake + n);
+      if (slice_ms >= 0 && (slice < 0 || slice_ms < slice)) slice = slice_ms;
+    }
+    bool forever = false;
+    timespec pause = sleep_for(deadline, slice, &forever);
+    rc = sys::real().ppoll(sleep_set.data(), sleep_set.size(), forever ? nullptr : &pause, mask);
+    if (rc < 0 && errno == EINTR) return -1;
+  }
+}
+
+bool select_has_stream(int nfds, const fd_set* readfds, const fd_set* writefds, const fd_set* exceptfds) {
+  if (nfds < 0 || nfds > FD_SETSIZE) return false;  // the kernel's error
+  for (int fd = 0; fd < nfds; ++fd) {
+    bool listed = (readfds != nullptr && FD_ISSET(fd, readfds)) || (writefds != nullptr && FD_ISSET(fd, writefds)) ||
+                  (exceptfds != nullptr && FD_ISSET(fd, exceptfds));
+    if (listed && managed_stream(lookup_socket(fd)) != nullptr) return true;
+  }
+  return false;
+}
+
+int wait_select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, const timespec* timeout,
+                const sigset_t* mask) {
+  std::vector<pollfd> fds;
+  for (int fd = 0; fd < nfds; ++fd) {
+    short events = 0;
+    if (readfds != nullptr && FD_ISSET(fd, readfds)) events |= POLLIN;
+    if (writefds != nullptr && FD_ISSET(fd, writefds)) events |= POLLOUT;
+    if (exceptfds != nullptr && FD_ISSET(fd, exceptfds)) events |= POLLPRI;
+    if (events == 0) continue;
+    fds.push_back(pollfd{fd, events, 0});
+  }
+  int rc = wait_poll(fds.data(), fds.size(), timeout, mask);
+  if (rc < 0) return -1;
+  for (const pollfd& p : fds) {
+    if (p.revents & POLLNVAL) {
+      errno = EBADF;
+      return -1;
+    }
+  }
+  // As the kernel's select: readable includes end of file and errors.
+  int bits = 0;
+  for (const pollfd& p : fds) {
+    bool r = (p.events & POLLIN) && (p.revents & (POLLIN | POLLHUP | POLLERR));
+    bool w = (p.events & POLLOUT) && (p.revents & (POLLOUT | POLLERR));
+    bool x = (p.events & POLLPRI) && (p.revents & POLLPRI);
+    if (readfds != nullptr && (p.events & POLLIN)) {
+      if (r) FD_SET(p.fd, readfds); else FD_CLR(p.fd, readfds);
+    }
+    if (writefds != nullptr && (p.events & POLLOUT)) {
+      if (w) FD_SET(p.fd, writefds); else FD_CLR(p.fd, writefds);
+    }
+    if (exceptfds != nullptr && (p.events & POLLPRI)) {
+      if (x) FD_SET(p.fd, exceptfds); else FD_CLR(p.fd, exceptfds);
+    }
+    bits += r + w + x;
+  }
+  return bits;
+}
+
+}  // namespace vsock::sock

@@ -1,0 +1,43 @@
+// The wait engine (DESIGN decision 6): poll, select and epoll over fds of
+// every kind, where an upgraded socket's readiness comes from its
+// StreamSocket (TCP before the switch point, the ring after it) and every
+// other fd's from the kernel.
+//
+// A wait that involves no upgraded socket is the kernel's call, unchanged.
+// Otherwise: look at every fd (the stream sockets progress their channels),
+// return what is ready; else sleep in the real ppoll on the kernel fds, the
+// stream sockets' TCP fds and their armed completion channels — in slices,
+// since an upgrade under way can change readiness without any fd saying so
+// — and look again. Timeouts and sigmasks are the caller's; a signal ends
+// the wait with EINTR as the kernel's would.
+#pragma once
+#include <poll.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <time.h>
+
+namespace vsock::sock {
+
+// ppoll() semantics; timeout null = forever. Returns the real call's
+// result when no fd in the set is an upgraded socket.
+int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t* mask);
+
+// Whether any fd in the sets is an upgraded socket (else select is the
+// kernel's call, unchanged).
+bool select_has_stream(int nfds, const fd_set* readfds, const fd_set* writefds, const fd_set* exceptfds);
+// pselect() semantics through wait_poll, for sets select_has_stream()
+// accepted (select's timeout form is converted by the caller).
+int wait_select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, const timespec* timeout,
+                const sigset_t* mask);
+
+// epoll: the library's view of an epoll set holds the upgradable TCP
+// sockets registered in it; the rest stays in the kernel's set.
+int epoll_control(int epfd, int op, int fd, epoll_event* event);
+int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeout, const sigset_t* mask);
+// Whether epfd has a library view (else epoll_wait is the kernel's call).
+bool epoll_has_view(int epfd);
+// An fd was closed: if it was an epoll fd, forget its view.
+void epoll_forget(int fd);
+
+}  // namespace vsock::sock
