@@ -1,0 +1,74 @@
+# Shared helpers of the tests/upgrade scripts (sourced, not run): the test
+# address, bounded waits, and reading the library's stats line.
+set -u
+
+# The address to test on: the Soft-RoCE VM's (rdma_cm cannot use
+# 127.0.0.1), else VSOCK_TEST_ADDR, else loopback.
+ut_address() {
+  if [ -n "${RXE_VM_IPADDR:-}" ]; then echo "$RXE_VM_IPADDR"
+  elif [ -n "${VSOCK_TEST_ADDR:-}" ]; then echo "$VSOCK_TEST_ADDR"
+  else echo 127.0.0.1
+  fi
+}
+
+ut_fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+
+# ut_wait_line FILE REGEX SECS PID: waits until a line of FILE matches REGEX
+# and prints its second field; fails early when PID exits.
+ut_wait_line() {
+  local file=$1 regex=$2 secs=$3 pid=$4 i
+  for ((i = 0; i < secs * 10; i++)); do
+    if grep -Eq "$regex" "$file" 2>/dev/null; then
+      grep -E "$regex" "$file" | head -n1 | awk '{print $2}'
+      return 0
+    fi
+    kill -0 "$pid" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  return 1
+}
+
+# ut_wait_pid PID SECS: waits for PID (a child of this shell) to exit, up to
+# SECS; SIGKILLs it after that. Returns its exit status (137 when killed).
+ut_wait_pid() {
+  local pid=$1 secs=$2 i
+  for ((i = 0; i < secs * 10; i++)); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    echo "process $pid still running after ${secs}s: killing it" >&2
+    kill -KILL "$pid" 2>/dev/null
+  fi
+  wait "$pid"
+}
+
+# ut_stat FILE NAME: the counter NAME summed over every stats line in FILE
+# (one line per process that had the library loaded); empty when FILE has
+# no stats line.
+ut_stat() {
+  local file=$1 name=$2
+  grep -q 'libvsock\[[0-9]*\]: stats:' "$file" 2>/dev/null || return 0
+  grep 'libvsock\[[0-9]*\]: stats:' "$file" | grep -Eo " $name=[0-9]+" |
+    awk -F= '{ s += $2 } END { print s + 0 }'
+}
+
+# ut_stats_summary FILE: the counters worth reading, on one line.
+ut_stats_summary() {
+  local file=$1 name out=""
+  for name in tcp_bytes_sent tcp_bytes_received rdma_bytes_sent rdma_bytes_received upgrade_attempts \
+      upgrades_done upgrade_resets fallback_declined fallback_rejected fallback_no_listener fallback_timeout; do
+    out="$out $name=$(ut_stat "$file" "$name")"
+  done
+  echo "${out# }"
+}
+
+# True when --expect-rdma was given or VSOCK_EXPECT_RDMA=1.
+ut_expect_rdma() {
+  local arg
+  for arg in "$@"; do [ "$arg" = --expect-rdma ] && return 0; done
+  [ "${VSOCK_EXPECT_RDMA:-0}" = 1 ]
+}
