@@ -30,17 +30,13 @@ class Route {
   }
   sock::StreamSocket* stream() const { return stream_; }
   ssize_t count_sent(ssize_t n) const {
-    if (n > 0 && ref_ && ref_->type == SOCK_STREAM) {
-      core::stat_add(core::Stat::tcp_bytes_sent, static_cast<uint64_t>(n));
-      core::stat_add(core::Stat::tcp_sends);
-    }
+    if (n > 0 && ref_ && ref_->type == SOCK_STREAM)
+      core::stat_transfer(core::Stat::tcp_bytes_sent, core::Stat::tcp_sends, static_cast<uint64_t>(n));
     return n;
   }
   ssize_t count_received(ssize_t n) const {
-    if (n > 0 && ref_ && ref_->type == SOCK_STREAM) {
-      core::stat_add(core::Stat::tcp_bytes_received, static_cast<uint64_t>(n));
-      core::stat_add(core::Stat::tcp_receives);
-    }
+    if (n > 0 && ref_ && ref_->type == SOCK_STREAM)
+      core::stat_transfer(core::Stat::tcp_bytes_received, core::Stat::tcp_receives, static_cast<uint64_t>(n));
     return n;
   }
 

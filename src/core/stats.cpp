@@ -26,6 +26,12 @@ void stat_add(Stat stat, uint64_t amount) {
 
 void stat_set(Stat stat, uint64_t value) { g_counters[static_cast<int>(stat)].store(value, std::memory_order_relaxed); }
 
+void stat_transfer(Stat bytes_counter, Stat calls_counter, uint64_t bytes) {
+  if (bytes == 0) return;
+  stat_add(bytes_counter, bytes);
+  stat_add(calls_counter);
+}
+
 uint64_t stat_get(Stat stat) { return g_counters[static_cast<int>(stat)].load(std::memory_order_relaxed); }
 
 const char* stat_name(Stat stat) { return kNames[static_cast<int>(stat)]; }

@@ -45,6 +45,8 @@ enum class Stat : int {
 void stat_add(Stat stat, uint64_t amount = 1);
 void stat_set(Stat stat, uint64_t value);
 uint64_t stat_get(Stat stat);
+// One call that moved `bytes` (> 0) on a path: its byte and call counters.
+void stat_transfer(Stat bytes_counter, Stat calls_counter, uint64_t bytes);
 const char* stat_name(Stat stat);
 
 // Writes "libvsock[pid]: stats: name=value ..." to the log destination.

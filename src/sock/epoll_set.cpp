@@ -17,6 +17,7 @@
 #include "sock/registry.hpp"
 #include "sock/stream_hooks.hpp"
 #include "sock/wait_engine.hpp"
+#include "sock/wait_sleep.hpp"
 #include "sys/real_calls.hpp"
 #include "sys/reentry_guard.hpp"
 
@@ -166,12 +167,10 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
   std::shared_ptr<EpollView> view = find_view(epfd, false);
   if (!view || max <= 0) return sys::real().epoll_pwait2(epfd, events, max, timeout, mask);
   sys::ReentryGuard guard;
-  const int64_t deadline = timeout == nullptr ? -1
-                                              : core::monotonic_ms() + timeout->tv_sec * 1000 +
-                                                    (timeout->tv_nsec + 999999) / 1000000;
+  const int64_t deadline = wait_deadline(timeout);
   const int64_t spin_until = core::monotonic_us() + core::config().settings.spin_us;
   std::vector<Due> due;
-  std::vector<pollfd> sleep_set;
+  SleepSet sleep_set;
   for (;;) {
     // Which registered sockets are upgraded now.
     due.clear();
@@ -190,8 +189,7 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
       }
     }
     if (due.empty()) {
-      // Nothing upgraded: the kernel's wait, in slices while a socket of
-      // the set may still upgrade under it.
+      // Nothing upgraded (any more): the kernel's wait.
       return sys::real().epoll_pwait2(epfd, events, max, timeout, mask);
     }
     int n = 0;
@@ -222,28 +220,13 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
       int kernel = sys::real().epoll_wait(epfd, events + n, max - n, 0);
       if (kernel > 0) n += kernel;
     }
-    if (n > 0 || (deadline >= 0 && core::monotonic_ms() >= deadline)) return n;
+    if (n > 0 || wait_expired(deadline)) return n;
     if (core::monotonic_us() < spin_until) continue;
 
     sleep_set.clear();
-    sleep_set.push_back(pollfd{epfd, POLLIN, 0});
-    int slice = -1;
-    for (const Due& d : due) {
-      pollfd wake[3];
-      int slice_ms = -1;
-      short wanted = POLLIN | POLLOUT;
-      int count = d.stream->wake_fds(d.fd, wanted, wake, &slice_ms);
-      sleep_set.insert(sleep_set.end(), wake, wake + count);
-      if (slice_ms >= 0 && (slice < 0 || slice_ms < slice)) slice = slice_ms;
-    }
-    int64_t ms = slice;
-    if (deadline >= 0) {
-      int64_t left = deadline - core::monotonic_ms();
-      if (left < 0) left = 0;
-      if (ms < 0 || left < ms) ms = left;
-    }
-    timespec pause{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000};
-    int rc = sys::real().ppoll(sleep_set.data(), sleep_set.size(), ms < 0 ? nullptr : &pause, mask);
+    sleep_set.add(pollfd{epfd, POLLIN, 0});
+    for (const Due& d : due) sleep_set.add_stream(d.stream, d.fd, POLLIN | POLLOUT);
+    int rc = sleep_set.sleep(deadline, mask);
     if (rc < 0 && errno == EINTR) return -1;
   }
 }

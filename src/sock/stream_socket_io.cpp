@@ -77,16 +77,12 @@ core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count
     ssize_t n = sys::real().sendmsg(fd, &message, flags | MSG_DONTWAIT);
     if (n < 0) return R::fail(errno);
     if (!kernel_only()) writer_.on_tcp_written(static_cast<uint64_t>(n));
-    core::stat_add(core::Stat::tcp_bytes_sent, static_cast<uint64_t>(n));
-    core::stat_add(core::Stat::tcp_sends);
+    core::stat_transfer(core::Stat::tcp_bytes_sent, core::Stat::tcp_sends, static_cast<uint64_t>(n));
     return R::ok(static_cast<size_t>(n));
   }
   if (write_shut_) return R::fail(EPIPE);
   core::Result<size_t> written = channel_->write(iov, count);
-  if (written && written.value() > 0) {
-    core::stat_add(core::Stat::rdma_bytes_sent, written.value());
-    core::stat_add(core::Stat::rdma_sends);
-  }
+  if (written) core::stat_transfer(core::Stat::rdma_bytes_sent, core::Stat::rdma_sends, written.value());
   if (!written && written.error() != EAGAIN) advance();
   return written;
 }
@@ -147,10 +143,7 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
     message.msg_iovlen = static_cast<size_t>(count);
     ssize_t n = sys::real().recvmsg(fd, &message, flags | MSG_DONTWAIT);
     if (n < 0) return R::fail(errno);
-    if (n > 0) {
-      core::stat_add(core::Stat::tcp_bytes_received, static_cast<uint64_t>(n));
-      core::stat_add(core::Stat::tcp_receives);
-    }
+    core::stat_transfer(core::Stat::tcp_bytes_received, core::Stat::tcp_receives, static_cast<uint64_t>(n));
     return R::ok(static_cast<size_t>(n));
   }
   ReadPlan plan = reader_.plan(length, flags);
@@ -173,8 +166,7 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
         apply(upgrade_.on(UpgradeEvent::kProtocolError));
         return R::fail(error_locked() != 0 ? error_locked() : ECONNRESET);
       }
-      core::stat_add(core::Stat::tcp_bytes_received, static_cast<uint64_t>(n));
-      core::stat_add(core::Stat::tcp_receives);
+      core::stat_transfer(core::Stat::tcp_bytes_received, core::Stat::tcp_receives, static_cast<uint64_t>(n));
     }
     got = static_cast<size_t>(n);
     if (got < plan.tcp_length) return R::ok(got);
@@ -184,8 +176,7 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
     core::Result<size_t> read = channel_->read(window.data(), window.count(), !plan.consume);
     if (read && read.value() > 0) {
       if (plan.consume) {
-        core::stat_add(core::Stat::rdma_bytes_received, read.value());
-        core::stat_add(core::Stat::rdma_receives);
+        core::stat_transfer(core::Stat::rdma_bytes_received, core::Stat::rdma_receives, read.value());
       }
       got += read.value();
     } else if (read && read_shut_) {

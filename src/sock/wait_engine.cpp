@@ -8,30 +8,12 @@
 #include "core/config.hpp"
 #include "sock/registry.hpp"
 #include "sock/stream_hooks.hpp"
+#include "sock/wait_sleep.hpp"
 #include "sys/real_calls.hpp"
 #include "sys/reentry_guard.hpp"
 
 namespace vsock::sock {
 namespace {
-
-// -1: forever; else the absolute deadline in ms.
-int64_t deadline_of(const timespec* timeout) {
-  if (timeout == nullptr) return -1;
-  return core::monotonic_ms() + timeout->tv_sec * 1000 + (timeout->tv_nsec + 999999) / 1000000;
-}
-
-// The sleep before the next look: at most `slice_ms` (-1: none), at most
-// until the deadline.
-timespec sleep_for(int64_t deadline, int slice_ms, bool* forever) {
-  int64_t ms = slice_ms;
-  if (deadline >= 0) {
-    int64_t left = deadline - core::monotonic_ms();
-    if (left < 0) left = 0;
-    if (ms < 0 || left < ms) ms = left;
-  }
-  *forever = ms < 0;
-  return timespec{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000};
-}
 
 struct Managed {
   size_t index;
@@ -51,42 +33,32 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
   if (managed.empty()) return sys::real().ppoll(fds, count, timeout, mask);
 
   sys::ReentryGuard guard;
-  const int64_t deadline = deadline_of(timeout);
+  const int64_t deadline = wait_deadline(timeout);
   // Look again without sleeping for the profile's spin budget.
   const int64_t spin_until = core::monotonic_us() + core::config().settings.spin_us;
+  // The kernel's part of the set: upgraded sockets' entries are -1, which
+  // ppoll skips (their TCP side is watched through add_stream()).
   std::vector<pollfd> kernel(fds, fds + count);
-  std::vector<pollfd> sleep_set;
+  for (const Managed& m : managed) kernel[m.index].fd = -1;
+  SleepSet sleep_set;
   for (;;) {
     // The kernel's fds, without waiting; the stream sockets, from the library.
-    for (const Managed& m : managed) kernel[m.index].fd = -1;  // ppoll skips negative fds
     for (nfds_t i = 0; i < count; ++i) kernel[i].revents = 0;
     const timespec now{0, 0};
     int rc = sys::real().ppoll(kernel.data(), count, &now, nullptr);
     if (rc < 0) return -1;
     int ready = 0;
     for (nfds_t i = 0; i < count; ++i) fds[i].revents = kernel[i].revents;
-    for (const Managed& m : managed) {
-      kernel[m.index].fd = fds[m.index].fd;
-      fds[m.index].revents = m.stream->poll_events(fds[m.index].fd, fds[m.index].events);
-    }
+    for (const Managed& m : managed) fds[m.index].revents = m.stream->poll_events(fds[m.index].fd, fds[m.index].events);
     for (nfds_t i = 0; i < count; ++i) ready += fds[i].revents != 0;
-    if (ready > 0 || (deadline >= 0 && core::monotonic_ms() >= deadline)) return ready;
+    if (ready > 0 || wait_expired(deadline)) return ready;
     if (core::monotonic_us() < spin_until) continue;
 
     // Sleep on everything that can change the answer.
-    sleep_set.assign(fds, fds + count);
-    int slice = -1;
-    for (const Managed& m : managed) {
-      sleep_set[m.index].fd = -1;
-      pollfd wake[3];
-      int slice_ms = -1;
-      int n = m.stream->wake_fds(fds[m.index].fd, fds[m.index].events, wake, &slice_ms);
-      sleep_set.insert(sleep_set.end(), wake, wake + n);
-      if (slice_ms >= 0 && (slice < 0 || slice_ms < slice)) slice = slice_ms;
-    }
-    bool forever = false;
-    timespec pause = sleep_for(deadline, slice, &forever);
-    rc = sys::real().ppoll(sleep_set.data(), sleep_set.size(), forever ? nullptr : &pause, mask);
+    sleep_set.clear();
+    for (const pollfd& p : kernel) sleep_set.add(p);
+    for (const Managed& m : managed) sleep_set.add_stream(m.stream, fds[m.index].fd, fds[m.index].events);
+    rc = sleep_set.sleep(deadline, mask);
     if (rc < 0 && errno == EINTR) return -1;
   }
 }
