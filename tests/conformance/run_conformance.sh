@@ -5,7 +5,9 @@
 # LD_PRELOAD=PRELOAD. Both runs must exit 0 and print the same stdout. Exit
 # code 77 (skipped) from the kernel run is propagated; the preloaded run must
 # then skip too. The second run must show, on stderr at VSOCK_LOG_LEVEL=info,
-# that libvsock was really loaded.
+# that libvsock was really loaded. Only stdout is compared; when
+# VSOCK_CONFORMANCE_STDERR names a file, the preloaded run's stderr (its log
+# and, with VSOCK_STATS=1, its stats lines) is appended there for the caller.
 set -u
 
 if [ $# -lt 2 ]; then
@@ -44,6 +46,7 @@ fi
 # Run 2: under libvsock.
 env -u VSOCK_LOG_FILE LD_PRELOAD="$preload" VSOCK_LOG_LEVEL=info "$program" "$@" >"$work/vsock.out" 2>"$work/vsock.err"
 rc_vsock=$?
+[ -n "${VSOCK_CONFORMANCE_STDERR:-}" ] && cat "$work/vsock.err" >>"$VSOCK_CONFORMANCE_STDERR"
 status=0
 if [ $rc_vsock -ne $rc_kernel ]; then
   echo "$name: exit $rc_kernel without LD_PRELOAD, $rc_vsock with LD_PRELOAD=$preload"

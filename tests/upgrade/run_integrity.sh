@@ -18,7 +18,7 @@
 # the data (default: from the clock, printed).
 source "$(dirname "$0")/upgrade_test_lib.sh"
 [ $# -ge 2 ] || { echo "usage: $0 TCP_INTEGRITY PRELOAD [--expect-rdma]"; exit 2; }
-bin=$1 preload=$2
+bin=$(ut_abs "$1") preload=$(ut_abs "$2")
 shift 2
 expect=0
 ut_expect_rdma "$@" && expect=1

@@ -7,7 +7,7 @@
 # and a preloaded client must each get a byte-exact exchange with it.
 source "$(dirname "$0")/upgrade_test_lib.sh"
 [ $# = 3 ] || { echo "usage: $0 TCP_INTEGRITY MALFORMED_REQUEST PRELOAD"; exit 2; }
-integrity=$1 malformed=$2 preload=$3
+integrity=$(ut_abs "$1") malformed=$(ut_abs "$2") preload=$(ut_abs "$3")
 addr=$(ut_address)
 [ "$addr" != 127.0.0.1 ] || { echo "SKIPPED: rdma_cm needs a device address (run through with-device.sh)"; exit 77; }
 work=$(mktemp -d /tmp/vsock-malformed.XXXXXX) || exit 2

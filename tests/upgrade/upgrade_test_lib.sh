@@ -46,24 +46,37 @@ ut_wait_pid() {
   wait "$pid"
 }
 
-# ut_stat FILE NAME: the counter NAME summed over every stats line in FILE
-# (one line per process that had the library loaded); empty when FILE has
-# no stats line.
+# ut_stats FILE NAME...: "NAME=VALUE ..." with each counter summed over
+# every stats line in FILE (one line per process that had the library
+# loaded); prints nothing when FILE has no stats line. One awk: process
+# creation is slow in the TCG-emulated VM.
+ut_stats() {
+  local file=$1
+  shift
+  awk -v names="$*" '
+    / stats: / && /libvsock\[[0-9]+\]/ {
+      seen = 1
+      for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2) sum[kv[1]] += kv[2]
+    }
+    END {
+      if (!seen) exit
+      n = split(names, want, " ")
+      for (i = 1; i <= n; i++) printf "%s%s=%d", (i > 1 ? " " : ""), want[i], sum[want[i]]
+      print ""
+    }' "$file" 2>/dev/null
+}
+
+# ut_stat FILE NAME: the value alone (empty when FILE has no stats line).
 ut_stat() {
-  local file=$1 name=$2
-  grep -q 'libvsock\[[0-9]*\]: stats:' "$file" 2>/dev/null || return 0
-  grep 'libvsock\[[0-9]*\]: stats:' "$file" | grep -Eo " $name=[0-9]+" |
-    awk -F= '{ s += $2 } END { print s + 0 }'
+  local out
+  out=$(ut_stats "$1" "$2")
+  echo "${out#*=}"
 }
 
 # ut_stats_summary FILE: the counters worth reading, on one line.
 ut_stats_summary() {
-  local file=$1 name out=""
-  for name in tcp_bytes_sent tcp_bytes_received rdma_bytes_sent rdma_bytes_received upgrade_attempts \
-      upgrades_done upgrade_resets fallback_declined fallback_rejected fallback_no_listener fallback_timeout; do
-    out="$out $name=$(ut_stat "$file" "$name")"
-  done
-  echo "${out# }"
+  ut_stats "$1" tcp_bytes_sent tcp_bytes_received rdma_bytes_sent rdma_bytes_received upgrade_attempts \
+    upgrades_done upgrade_resets fallback_declined fallback_rejected fallback_no_listener fallback_timeout
 }
 
 # True when --expect-rdma was given or VSOCK_EXPECT_RDMA=1.
@@ -71,4 +84,10 @@ ut_expect_rdma() {
   local arg
   for arg in "$@"; do [ "$arg" = --expect-rdma ] && return 0; done
   [ "${VSOCK_EXPECT_RDMA:-0}" = 1 ]
+}
+
+# ut_abs PATH: PATH made absolute when it names a file (the scripts cd to
+# /tmp); a colon list (sanitizer runtime:library) is returned as given.
+ut_abs() {
+  if [ -e "$1" ]; then realpath "$1"; else echo "$1"; fi
 }

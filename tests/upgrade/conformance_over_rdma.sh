@@ -1,0 +1,61 @@
+#!/bin/bash
+# conformance_over_rdma.sh RUNNER CONFORMANCE_BIN_DIR PRELOAD [--expect-rdma]
+#
+# Like tests/rdma/passthrough_on_device.sh: every conformance program, kernel
+# vs library (RUNNER = run_conformance.sh, which compares stdout only), on
+# the device's address, but with the preloaded run's stats captured
+# (VSOCK_STATS=1; run_conformance.sh appends that run's stderr to
+# $VSOCK_CONFORMANCE_STDERR) and printed per program, summed over its
+# processes. With --expect-rdma (or VSOCK_EXPECT_RDMA=1), each program of
+# RDMA_PROGRAMS below must show rdma_bytes_sent > 0.
+source "$(dirname "$0")/upgrade_test_lib.sh"
+[ $# -ge 3 ] || { echo "usage: $0 RUNNER CONFORMANCE_BIN_DIR PRELOAD [--expect-rdma]"; exit 2; }
+runner=$(ut_abs "$1") bindir=$(ut_abs "$2") preload=$(ut_abs "$3")
+shift 3
+expect=0
+ut_expect_rdma "$@" && expect=1
+
+# TCP stream programs that move data between two library sockets (threads
+# or processes of the same program). Left out: select_mixed (MSG_OOB on its
+# only TCP pair, which may keep it on TCP), fork_exec, vfork_exec and
+# unix_scm_rights (inherited or passed sockets may fall back), signal_eintr,
+# sockopt_roundtrip, socket_errors, epoll_close (little or no data), udp_*.
+RDMA_PROGRAMS=" tcp_blocking tcp_nonblocking tcp_recv_flags tcp_shutdown msg_iov sendfile_tcp poll_mixed epoll_level
+  epoll_edge fd_dup fortify high_fd "
+
+RDMA_PROGRAMS=" $(echo $RDMA_PROGRAMS) "  # one line, single spaces
+
+VSOCK_TEST_ADDR=$(ut_address)
+export VSOCK_TEST_ADDR VSOCK_STATS=1
+work=$(mktemp -d /tmp/vsock-conf-rdma.XXXXXX) || exit 2
+trap 'rm -rf "$work"' EXIT
+cd /tmp  # programs that create temp files must not run on a 9p share
+echo "conformance over $VSOCK_TEST_ADDR with stats, expect-rdma=$expect"
+
+failed=0 passed=0 missing=0
+for prog in "$bindir"/*; do
+  [ -f "$prog" ] && [ -x "$prog" ] || continue
+  name=$(basename "$prog")
+  err="$work/$name.err"
+  : >"$err"
+  start=$SECONDS
+  if out=$(VSOCK_CONFORMANCE_STDERR="$err" "$runner" "$prog" "$preload" 2>&1); then
+    passed=$((passed + 1))
+  else
+    rc=$?
+    if [ $rc = 77 ]; then echo "skipped: $name"; continue; fi
+    failed=$((failed + 1))
+    echo "FAILED: $name"
+    echo "$out" | tail -30
+  fi
+  wanted=no
+  case "$RDMA_PROGRAMS" in *" $name "*) wanted=yes ;; esac
+  sent=$(ut_stat "$err" rdma_bytes_sent)
+  printf '%-18s %3ss rdma=%-3s %s\n' "$name" $((SECONDS - start)) "$wanted" "$(ut_stats_summary "$err")"
+  if [ $expect = 1 ] && [ $wanted = yes ] && ! [ "${sent:-0}" -gt 0 ]; then
+    echo "  --expect-rdma: $name sent no byte over RDMA"
+    missing=$((missing + 1))
+  fi
+done
+echo "conformance over $VSOCK_TEST_ADDR: $passed passed, $failed failed; RDMA expected and missing: $missing"
+[ $failed = 0 ] && [ $passed -gt 0 ] && [ $missing = 0 ]
