@@ -82,7 +82,7 @@ VSOCK_EXPORT int shutdown(int fd, int how) {
     sock::SocketRef ref = sock::lookup_socket(fd);
     if (sock::StreamSocket* stream = sock::managed_stream(ref)) {
       sys::ReentryGuard guard;
-      return static_cast<int>(preload::finish(stream->shutdown(fd, how)));
+      return preload::finish(stream->shutdown(fd, how)) < 0 ? -1 : 0;
     }
   }
   return real().shutdown(fd, how);
@@ -97,6 +97,8 @@ VSOCK_EXPORT int setsockopt(int fd, int level, int name, const void* value, sock
   if (rc == 0 && !sys::in_library() && sock::is_unsupported_option(level, name)) {
     ErrnoKeeper keep;
     if (sock::SocketRef s = sock::lookup_socket(fd)) sock::on_unsupported_option(s.get(), level, name);
+  } else if (rc == 0 && !sys::in_library() && level == SOL_SOCKET && name == SO_RCVLOWAT) {
+    if (sock::SocketRef s = sock::lookup_socket(fd)) sock::on_option_set(s.get(), level, name, value, len);
   }
   return rc;
 }

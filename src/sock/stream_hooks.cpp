@@ -4,6 +4,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include <cstring>
+
 #include "core/config.hpp"
 #include "core/stats.hpp"
 #include "sock/upgrade_engine.hpp"
@@ -41,6 +43,15 @@ bool attach(SocketState* state, StreamSocket* stream) {
   return false;
 }
 
+// Options the library applies itself on the ring, read once from the
+// kernel socket (accept() copies them from the listener).
+void copy_kernel_options(int fd, StreamSocket* stream) {
+  int low_water = 1;
+  socklen_t len = sizeof low_water;
+  if (sys::real().getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &low_water, &len) == 0)
+    stream->set_receive_low_water(low_water);
+}
+
 }  // namespace
 
 void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t peer_len, bool blocking_done) {
@@ -55,6 +66,7 @@ void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t pe
   }
   auto* stream = new (std::nothrow) StreamSocket(UpgradeRole::kClient, new_nonce());
   if (stream == nullptr || !attach(state, stream)) return;
+  copy_kernel_options(fd, stream);
   if (!engine->start_connect(fd, stream, peer, peer_len)) return;
   // Wait a little longer than the connector's own bound, which ends it.
   if (blocking_done) stream->wait_settled(static_cast<int>(core::config().settings.upgrade_timeout_ms) + 100);
@@ -82,6 +94,7 @@ void on_accepted(int fd, SocketState* listener, SocketState* accepted) {
   if (engine == nullptr) return;
   auto* stream = new (std::nothrow) StreamSocket(UpgradeRole::kServer, 0);
   if (stream == nullptr || !attach(accepted, stream)) return;
+  copy_kernel_options(fd, stream);
   engine->on_accepted(key, fd, stream);
 }
 
@@ -103,6 +116,13 @@ void on_unsupported_option(SocketState* state, int level, int name) {
   // A connection already upgrading goes back to TCP if nothing is in a ring yet.
   if (StreamSocket* stream = state->stream.load(std::memory_order_acquire))
     stream->fall_back_now(FallbackReason::kDeclined, "socket option the RDMA path cannot honour");
+}
+
+void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len) {
+  if (level != SOL_SOCKET || name != SO_RCVLOWAT || value == nullptr || len < sizeof(int)) return;
+  int low_water;
+  std::memcpy(&low_water, value, sizeof low_water);
+  if (StreamSocket* stream = state->stream.load(std::memory_order_acquire)) stream->set_receive_low_water(low_water);
 }
 
 void finish_streams_at_exit() {

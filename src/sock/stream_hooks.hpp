@@ -31,6 +31,9 @@ void on_accepted(int fd, SocketState* listener, SocketState* accepted);
 // setsockopt() of an option the RDMA path cannot honour: the socket stays
 // on (or goes back to) TCP while it still can.
 void on_unsupported_option(SocketState* state, int level, int name);
+// A setsockopt() the kernel took: the options the ring path applies too
+// (SO_RCVLOWAT) are copied to the socket's stream.
+void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len);
 bool is_unsupported_option(int level, int name);
 
 // The process exits: the kernel would send what every TCP socket still

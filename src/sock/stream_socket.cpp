@@ -103,7 +103,8 @@ void StreamSocket::reset_connection(int error, const char* why) {
   if (error_ != 0) return;
   error_ = error != 0 ? error : ECONNRESET;
   core::stat_add(core::Stat::upgrade_resets);
-  VSOCK_LOG(kInfo, "fd %d: connection reset: %s", fd_hint_, why);
+  VSOCK_LOG(kInfo, "fd %d: connection reset: %s (%s, last event %s)", fd_hint_, why, phase_name(upgrade_.phase()),
+            event_name(upgrade_.last_event()));
   if (channel_) channel_->abort();
 }
 
@@ -161,6 +162,14 @@ void StreamSocket::advance() {
 }
 
 void StreamSocket::on_transport_lost() {
+  if (kernel_only()) return;
+  // Take in what arrived before the end (the Switch, data, the FIN): the
+  // completions may still sit in the CQ, unseen by any reader.
+  for (int round = 0; round < 64 && channel_ && !kernel_only(); ++round) {
+    core::Result<int> taken = channel_->progress();
+    advance();
+    if (!taken || taken.value() == 0) break;
+  }
   if (kernel_only()) return;
   // After an orderly end (the peer's FIN came first) reads still see the
   // data and the end of stream; only a write finds the connection gone.

@@ -52,6 +52,8 @@ class StreamSocket {
   void set_nonce(uint64_t nonce) { nonce_ = nonce; }  // the server's, from the request
   // close() saw SO_LINGER {1, 0}: the last close resets the connection.
   void set_abort_on_close() { abort_on_close_.store(true, std::memory_order_relaxed); }
+  // SO_RCVLOWAT (the kernel keeps its own copy: this one is for the ring).
+  void set_receive_low_water(int bytes) { receive_low_water_.store(bytes, std::memory_order_relaxed); }
 
   // --- the entry points' calls (fd: the caller's fd for this socket) ----
   // send/sendmsg/write/writev. MSG_NOSIGNAL, MSG_DONTWAIT honoured; EPIPE
@@ -93,6 +95,8 @@ class StreamSocket {
   // Takes in what the channel delivered (the peer's Switch) and sends our
   // own Switch when it is due. Called after every progress of the channel.
   void advance();
+  // Polls the channel, then advance(): what a call on the socket does first.
+  void progress_locked();
   // rdma_cm said the connection ended (DISCONNECTED) or failed.
   void on_transport_lost();
   // Draining after the last close: true once nothing is left to send.
@@ -115,7 +119,7 @@ class StreamSocket {
   core::Result<size_t> send_once(int fd, const iovec* iov, int count, int flags);
   core::Result<size_t> recv_once(int fd, const iovec* iov, int count, int flags);
   core::Result<size_t> recv_tcp_eof();
-  void progress_locked();
+  bool ring_readable() const;
   void send_switch();
   void take_peer_switch();
   void become_kernel_only();
@@ -129,6 +133,7 @@ class StreamSocket {
   std::atomic<int> refs_{1};
   std::atomic<bool> kernel_only_{false};
   std::atomic<bool> abort_on_close_{false};
+  std::atomic<int> receive_low_water_{1};
   UpgradeState upgrade_;
   SwitchWriter writer_;
   SwitchReader reader_;

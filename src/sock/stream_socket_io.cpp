@@ -6,6 +6,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
@@ -126,8 +127,9 @@ core::Result<size_t> StreamSocket::recv_tcp_eof() {
     return R::fail(error_locked() != 0 ? error_locked() : ECONNRESET);
   }
   // The peer's Switch may be behind its FIN: wait for it (the engine ends
-  // the wait by falling back or resetting if it never comes).
-  if (end.value() == TcpEnd::kEndOfStream && switch_may_come()) return R::fail(EAGAIN);
+  // the wait by falling back or resetting if it never comes). Not after our
+  // own SHUT_RD: the kernel's end of file is the answer then.
+  if (end.value() == TcpEnd::kEndOfStream && switch_may_come() && !read_shut_) return R::fail(EAGAIN);
   if (!kernel_only()) apply(upgrade_.on(UpgradeEvent::kTcpEof));
   return R::ok(0);
 }
@@ -145,6 +147,15 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
     if (n < 0) return R::fail(errno);
     core::stat_transfer(core::Stat::tcp_bytes_received, core::Stat::tcp_receives, static_cast<uint64_t>(n));
     return R::ok(static_cast<size_t>(n));
+  }
+  if (length == 0) {
+    // The kernel's zero-length read: 0 once data or the end is there,
+    // EAGAIN (a blocking caller waits) before. A one-byte peek says which.
+    char byte;
+    iovec probe{&byte, 1};
+    core::Result<size_t> peeked = recv_once(fd, &probe, 1, flags | MSG_PEEK);
+    if (!peeked) return peeked;
+    return R::ok(0);
   }
   ReadPlan plan = reader_.plan(length, flags);
   size_t got = 0;
@@ -195,6 +206,10 @@ core::Result<size_t> StreamSocket::recv(int fd, const iovec* iov, int count, int
   using R = core::Result<size_t>;
   const size_t total = iov_total(iov, count);
   const bool wait_all = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
+  // A blocking read returns once this much is in (SO_RCVLOWAT, as the
+  // kernel's tcp_recvmsg target), or at the end, an error or a signal.
+  const size_t low_water = static_cast<size_t>(std::max(1, receive_low_water_.load(std::memory_order_relaxed)));
+  const size_t target = wait_all ? total : std::min(total, low_water);
   std::unique_lock<std::mutex> held(mu_);
   size_t got = 0;
   int64_t deadline = -2;  // not looked up yet
@@ -204,7 +219,7 @@ core::Result<size_t> StreamSocket::recv(int fd, const iovec* iov, int count, int
     if (read) {
       if (read.value() == 0) return R::ok(got);  // end of stream
       got += read.value();
-      if (!wait_all || got >= total) return R::ok(got);
+      if (got >= target || (flags & (MSG_DONTWAIT | MSG_PEEK)) || fd_nonblocking(fd)) return R::ok(got);
       continue;
     }
     int error = read.error();
@@ -251,6 +266,15 @@ core::Result<int> StreamSocket::readable_bytes(int fd) {
   return R::ok(total.value() > INT32_MAX ? INT32_MAX : static_cast<int>(total.value()));
 }
 
+// SO_RCVLOWAT as the kernel's poll applies it: data counts once there are
+// that many bytes; the end of the stream and an error always do.
+bool StreamSocket::ring_readable() const {
+  if (!channel_ || !channel_->readable()) return false;
+  const int low_water = receive_low_water_.load(std::memory_order_relaxed);
+  return low_water <= 1 || channel_->readable_bytes() >= static_cast<size_t>(low_water) ||
+         channel_->peer_finished() || channel_->error() != 0;
+}
+
 short StreamSocket::poll_events(int fd, short events) {
   std::unique_lock<std::mutex> held(mu_);
   // Events of the completion channel a sleeper woke for (non-blocking).
@@ -265,7 +289,7 @@ short StreamSocket::poll_events(int fd, short events) {
   const bool tcp_eof = (kernel.revents & POLLRDHUP) != 0;
   bool peer_done = false;
   if (reader_.on_ring()) {
-    if (channel_->readable()) ready |= POLLIN;
+    if (ring_readable()) ready |= POLLIN;
     peer_done = channel_->peer_finished();
   } else if (tcp_eof && switch_may_come()) {
     // The end on TCP may be the switch point: wait for the channel.
@@ -273,7 +297,7 @@ short StreamSocket::poll_events(int fd, short events) {
     ready |= static_cast<short>(kernel.revents & POLLIN);
     // TCP bytes up to the switch point, then the ring: readable if the
     // TCP part is all there and the ring has more.
-    if (!(ready & POLLIN) && reader_.switch_known() && reader_.tcp_remaining() == 0 && channel_->readable())
+    if (!(ready & POLLIN) && reader_.switch_known() && reader_.tcp_remaining() == 0 && ring_readable())
       ready |= POLLIN;
     peer_done = tcp_eof && !switch_may_come();
   }

@@ -38,6 +38,10 @@ namespace {
 
 constexpr size_t kMatcherCapacity = 1024;
 constexpr size_t kPeerCacheCapacity = 256;
+// Requests answered before accept() (their connection still in the kernel's
+// backlog) that one listener holds at most; each holds a channel (rings,
+// queue pair). Beyond it a request waits for accept() as the matcher says.
+constexpr size_t kEarlyCapacity = 32;
 // A closed connection's data and FIN get this long to reach the peer.
 constexpr int64_t kCloseDrainMs = 10000;
 // How often the thread looks at connections it is draining.
@@ -61,12 +65,24 @@ struct Closing {
   int64_t deadline_ms;
 };
 
+// A request accepted while its TCP connection was still in the kernel's
+// backlog: the client may switch and write into the ring at once, as it may
+// write into the kernel's buffer of a connection not yet accepted. It waits
+// here for accept() to return its socket.
+struct EarlyUpgrade {
+  uint64_t handle;  // the request's cm id
+  wire::UpgradeRequest request;
+  std::unique_ptr<StreamChannel> channel;
+  rdma::CmConnection connection;  // declared after the channel: torn down first
+};
+
 struct Listener {
   int fd = -1;
   rdma::CmListener cm;
   UpgradeMatcher matcher{kMatcherCapacity, 0};
   std::map<uint64_t, rdma::CmEvent> requests;  // waiting requests by handle (their cm id)
   std::map<int, StreamSocket*> sockets;         // accepted sockets waiting for their request (retained)
+  std::vector<std::unique_ptr<EarlyUpgrade>> early;  // oldest first
 };
 
 class Engine final : public UpgradeEngine {
@@ -95,6 +111,9 @@ class Engine final : public UpgradeEngine {
   void accept_matched(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed,
                       StreamSocket* stream);
   void reject(Listener& listener, const rdma::CmEvent& request);
+  bool has_room_early(Listener& listener);
+  bool accept_early(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed);
+  void bind_early(std::unique_ptr<EarlyUpgrade> early, int fd, StreamSocket* stream);
   void on_connector_event(StreamSocket* stream, const rdma::CmEvent& event);
   void finish_connect(StreamSocket* stream);
   void on_connection_event(StreamSocket* stream, const rdma::CmEvent& event);
@@ -281,6 +300,9 @@ void Engine::stop_listening(uint64_t key) {
     stream->release();
   }
   listener.sockets.clear();
+  // Connections still in the backlog are reset by the kernel: their
+  // upgrades end with them (the clients see DISCONNECTED).
+  listener.early.clear();
   listeners_.erase(it);
 }
 
@@ -299,6 +321,15 @@ void Engine::on_accepted(uint64_t key, int fd, StreamSocket* stream) {
   }
   Listener& listener = *it->second;
   stream->set_fd_hint(fd);
+  for (auto early = listener.early.begin(); early != listener.early.end(); ++early) {
+    if (!wire::upgrade_request_matches((*early)->request, reinterpret_cast<sockaddr*>(&local), local_len,
+                                       reinterpret_cast<sockaddr*>(&peer), peer_len))
+      continue;
+    std::unique_ptr<EarlyUpgrade> taken = std::move(*early);
+    listener.early.erase(early);
+    bind_early(std::move(taken), fd, stream);
+    return;
+  }
   core::Result<SocketResult> added =
       listener.matcher.add_socket(fd, reinterpret_cast<sockaddr*>(&local), local_len,
                                   reinterpret_cast<sockaddr*>(&peer), peer_len,
@@ -348,6 +379,12 @@ void Engine::on_request(Listener& listener, const rdma::CmEvent& event) {
     reject(listener, event);
     return;
   }
+  for (const std::unique_ptr<EarlyUpgrade>& early : listener.early) {
+    if (same_connection(early->request, request.value())) {
+      reject(listener, event);  // the connection has its upgrade already
+      return;
+    }
+  }
   uint64_t handle = reinterpret_cast<uint64_t>(event.id);
   RequestResult result =
       listener.matcher.add_request(request.value(), handle, static_cast<uint64_t>(core::monotonic_ms()));
@@ -363,6 +400,15 @@ void Engine::on_request(Listener& listener, const rdma::CmEvent& event) {
       reject(listener, event);
       return;
     case RequestVerdict::kPending:
+      // Its connection is still in the kernel's backlog (or the client is
+      // faster than accept()): answer now, so that a client blocked in
+      // connect() does not wait for an accept() that may only come after
+      // connect() returns (one thread doing both, or a slow server).
+      if (has_room_early(listener)) {
+        listener.matcher.remove_request(handle);
+        if (!accept_early(listener, event, request.value())) reject(listener, event);
+        return;
+      }
       listener.requests[handle] = event;
       return;
     case RequestVerdict::kMatched: {
@@ -425,6 +471,68 @@ void Engine::accept_matched(Listener& listener, const rdma::CmEvent& request, co
   track(stream, core::monotonic_ms() + 4 * int64_t{upgrade_deadline_ms()} + 1000);
 }
 
+// Room for one more early upgrade; a connection whose client has gone
+// already (disconnected, never accepted) makes room if need be.
+bool Engine::has_room_early(Listener& listener) {
+  if (listener.early.size() < kEarlyCapacity) return true;
+  for (auto it = listener.early.begin(); it != listener.early.end(); ++it) {
+    rdma::CmConnectionState state = (*it)->connection.state();
+    if (state == rdma::CmConnectionState::kDisconnected || state == rdma::CmConnectionState::kFailed) {
+      listener.early.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+// Under the engine's lock. False: nothing answered, the caller rejects.
+bool Engine::accept_early(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed) {
+  auto early = std::make_unique<EarlyUpgrade>();
+  early->handle = reinterpret_cast<uint64_t>(request.id);
+  early->request = parsed;
+  early->channel = new_channel();
+  if (!early->channel) return false;
+  rdma::CmQpSetup setup;
+  setup.device = &device_;
+  setup.existing = &early->channel->queue_pair();
+  core::Result<rdma::CmConnection> prepared = listener.cm.prepare(request, setup);
+  if (!prepared) return true;  // prepare() rejected it
+  early->connection = std::move(prepared.value());
+  if (!early->channel->post_initial_receives()) {
+    early->connection.reject(nullptr, 0);
+    return true;
+  }
+  wire::UpgradeAccept answer;
+  answer.nonce = parsed.nonce;
+  answer.ring = early->channel->local_ring();
+  uint8_t bytes[wire::kUpgradeAcceptSize];
+  wire::encode(answer, bytes);
+  if (!early->connection.accept(bytes, sizeof bytes)) return true;  // accept() rejected it
+  listener.early.push_back(std::move(early));
+  return true;
+}
+
+// accept() returned the socket of an early upgrade. Under the engine's lock.
+void Engine::bind_early(std::unique_ptr<EarlyUpgrade> early, int fd, StreamSocket* stream) {
+  std::unique_lock<std::mutex> stream_held = stream->lock();
+  if (stream->kernel_only()) return;  // the client sees the connection end
+  rdma::CmConnectionState state = early->connection.state();
+  stream->set_nonce(early->request.nonce);
+  stream->set_channel(std::move(early->channel));
+  stream->connection() = std::move(early->connection);
+  core::stat_add(core::Stat::upgrade_attempts);
+  stream->apply(stream->upgrade().on(UpgradeEvent::kRequestAccepted));
+  if (state == rdma::CmConnectionState::kConnected || state == rdma::CmConnectionState::kDisconnected)
+    stream->apply(stream->upgrade().on(UpgradeEvent::kCmEstablished));
+  // The client may have written, finished and disconnected before accept():
+  // its data and FIN are in the ring, read as for any ended connection.
+  if (state == rdma::CmConnectionState::kDisconnected || state == rdma::CmConnectionState::kFailed)
+    stream->on_transport_lost();
+  VSOCK_LOG(kDebug, "fd %d: bound to the upgrade accepted while in the backlog (%s)", fd,
+            rdma::cm_connection_state_name(state));
+  track(stream, core::monotonic_ms() + 4 * int64_t{upgrade_deadline_ms()} + 1000);
+}
+
 void Engine::on_connection_event(StreamSocket* stream, const rdma::CmEvent& event) {
   rdma::CmConnection& connection = stream->connection();
   connection.on_event(event);
@@ -445,6 +553,11 @@ void Engine::on_connection_event(StreamSocket* stream, const rdma::CmEvent& even
 
 void Engine::dispatch(const rdma::CmEvent& event) {
   for (auto& [key, listener] : listeners_) {
+    for (const std::unique_ptr<EarlyUpgrade>& early : listener->early) {
+      if (!early->connection.owns(event)) continue;
+      early->connection.on_event(event);
+      return;
+    }
     if (!listener->cm.owns(event)) continue;
     if (event.type == RDMA_CM_EVENT_CONNECT_REQUEST) on_request(*listener, event);
     return;
@@ -491,6 +604,9 @@ void Engine::check_timers() {
           stream->upgrade().phase() == UpgradePhase::kConnecting) {
         if (stream->connector().check_deadline() != rdma::CmOutcome::kPending) finish_connect(stream);
       }
+      // The peer's Switch may be in the channel, unseen while the
+      // application does not touch the socket.
+      if (tracked_[i].deadline_ms != 0 && now >= tracked_[i].deadline_ms) stream->progress_locked();
       UpgradePhase phase = stream->upgrade().phase();
       if (tracked_[i].deadline_ms != 0 && now >= tracked_[i].deadline_ms && phase != UpgradePhase::kSwitched &&
           phase != UpgradePhase::kFailed && !stream->kernel_only()) {

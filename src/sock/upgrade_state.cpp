@@ -5,6 +5,7 @@
 namespace vsock::sock {
 
 UpgradeAction UpgradeState::on(UpgradeEvent event) {
+  last_event_ = event;
   if (phase_ == UpgradePhase::kFallback || phase_ == UpgradePhase::kFailed) return on_terminal(event);
   const bool client = role_ == UpgradeRole::kClient;
   switch (event) {

@@ -92,6 +92,7 @@ class UpgradeState {
   FallbackReason fallback_reason() const { return reason_; }
   int error() const { return error_; }  // in kFailed: EPROTO or ECONNRESET
   const char* why() const { return why_; }  // static text for logs, "" if none
+  UpgradeEvent last_event() const { return last_event_; }  // the latest on() (for logs)
 
   // A byte may be in a ring: from here on a failure resets.
   bool committed() const { return role_ == UpgradeRole::kClient ? sent_ : received_; }
@@ -117,6 +118,7 @@ class UpgradeState {
   bool cm_established_ = false;
   int error_ = 0;
   const char* why_ = "";
+  UpgradeEvent last_event_ = UpgradeEvent::kConnectStarted;
 };
 
 const char* phase_name(UpgradePhase phase);
