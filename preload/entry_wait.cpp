@@ -14,6 +14,12 @@ namespace {
 
 timespec from_ms(int ms) { return timespec{ms / 1000, static_cast<long>(ms % 1000) * 1000000}; }
 
+int64_t monotonic_us() {
+  timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return int64_t{now.tv_sec} * 1000000 + now.tv_nsec / 1000;
+}
+
 }  // namespace
 
 extern "C" void __chk_fail(void) __attribute__((noreturn));
@@ -45,7 +51,16 @@ VSOCK_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exc
     return real().select(nfds, readfds, writefds, exceptfds, timeout);
   timespec limit{};
   if (timeout != nullptr) limit = timespec{timeout->tv_sec, timeout->tv_usec * 1000};
-  return sock::wait_select(nfds, readfds, writefds, exceptfds, timeout != nullptr ? &limit : nullptr, nullptr);
+  const int64_t start_us = monotonic_us();
+  int rc = sock::wait_select(nfds, readfds, writefds, exceptfds, timeout != nullptr ? &limit : nullptr, nullptr);
+  if (timeout != nullptr) {
+    // Linux's select leaves the time not slept in *timeout.
+    preload::ErrnoKeeper keep;
+    int64_t left_us = timeout->tv_sec * 1000000 + timeout->tv_usec - (monotonic_us() - start_us);
+    if (left_us < 0) left_us = 0;
+    *timeout = timeval{left_us / 1000000, static_cast<suseconds_t>(left_us % 1000000)};
+  }
+  return rc;
 }
 
 VSOCK_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, const timespec* timeout,

@@ -270,6 +270,7 @@ int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
   short tcp_events = 0;
   if ((events & POLLIN) && !reader_.on_ring()) tcp_events |= POLLIN;
   if ((events & POLLOUT) && writer_.tcp_allowed()) tcp_events |= POLLOUT;
+  if (events & POLLPRI) tcp_events |= POLLPRI;  // urgent data is TCP's
   if (tcp_events != 0 || kernel_only()) out[n++] = pollfd{fd, static_cast<short>(tcp_events | POLLRDHUP), 0};
   bool pending = false;
   if (channel_ && !kernel_only()) {

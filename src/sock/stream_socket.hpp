@@ -116,6 +116,7 @@ class StreamSocket {
   // Sleeps (lock released) until the socket may be ready, the timeout
   // passes or a signal arrives. EINTR, EAGAIN (timeout), or ok.
   core::Result<bool> wait(std::unique_lock<std::mutex>& held, int fd, WaitFor what, int64_t deadline_ms);
+  core::Result<size_t> send_urgent(int fd, const iovec* iov, int count, int flags);
   core::Result<size_t> send_once(int fd, const iovec* iov, int count, int flags);
   core::Result<size_t> recv_once(int fd, const iovec* iov, int count, int flags);
   core::Result<size_t> recv_tcp_eof();

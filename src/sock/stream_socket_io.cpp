@@ -88,10 +88,38 @@ core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count
   return written;
 }
 
+// MSG_OOB once our writes go to the ring: the bytes before the last are
+// ordinary data (the ring); the last, the urgent byte, goes on TCP as the
+// kernel sends it, where the peer's kernel keeps it out of band (poll
+// POLLPRI, recv MSG_OOB). Its mark is not ordered with the ring's data.
+core::Result<size_t> StreamSocket::send_urgent(int fd, const iovec* iov, int count, int flags) {
+  using R = core::Result<size_t>;
+  const size_t total = iov_total(iov, count);
+  size_t done = 0;
+  if (total > 1) {
+    IovWindow head(iov, count, 0, total - 1);
+    core::Result<size_t> sent = send(fd, head.data(), head.count(), flags & ~MSG_OOB);
+    if (!sent || sent.value() < total - 1) return sent;
+    done = sent.value();
+  }
+  IovWindow last(iov, count, total - 1, 1);
+  msghdr message{};
+  message.msg_iov = const_cast<iovec*>(last.data());
+  message.msg_iovlen = static_cast<size_t>(last.count());
+  ssize_t n = sys::real().sendmsg(fd, &message, flags);
+  if (n < 0) return done > 0 ? R::ok(done) : R::fail(errno);
+  core::stat_transfer(core::Stat::tcp_bytes_sent, core::Stat::tcp_sends, static_cast<uint64_t>(n));
+  return R::ok(done + static_cast<size_t>(n));
+}
+
 core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int flags) {
   using R = core::Result<size_t>;
   const size_t total = iov_total(iov, count);
   std::unique_lock<std::mutex> held(mu_);
+  if ((flags & MSG_OOB) && total > 0 && !kernel_only() && !writer_.tcp_allowed()) {
+    held.unlock();
+    return send_urgent(fd, iov, count, flags);
+  }
   size_t done = 0;
   int64_t deadline = -2;  // not looked up yet
   for (;;) {
@@ -204,6 +232,15 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
 
 core::Result<size_t> StreamSocket::recv(int fd, const iovec* iov, int count, int flags) {
   using R = core::Result<size_t>;
+  if (flags & MSG_OOB) {
+    // Urgent data only ever travels on TCP (send_urgent): the kernel's.
+    msghdr message{};
+    message.msg_iov = const_cast<iovec*>(iov);
+    message.msg_iovlen = static_cast<size_t>(count);
+    ssize_t n = sys::real().recvmsg(fd, &message, flags);
+    if (n < 0) return R::fail(errno);
+    return R::ok(static_cast<size_t>(n));
+  }
   const size_t total = iov_total(iov, count);
   const bool wait_all = (flags & MSG_WAITALL) && !(flags & MSG_PEEK);
   // A blocking read returns once this much is in (SO_RCVLOWAT, as the
@@ -280,11 +317,11 @@ short StreamSocket::poll_events(int fd, short events) {
   // Events of the completion channel a sleeper woke for (non-blocking).
   if (channel_ && !kernel_only()) channel_->drain_events();
   progress_locked();
-  pollfd kernel{fd, static_cast<short>(POLLIN | POLLOUT | POLLRDHUP), 0};
-  bool need_kernel = kernel_only() || !reader_.on_ring() || writer_.tcp_allowed();
+  pollfd kernel{fd, static_cast<short>(POLLIN | POLLOUT | POLLRDHUP | POLLPRI), 0};
+  bool need_kernel = kernel_only() || !reader_.on_ring() || writer_.tcp_allowed() || (events & POLLPRI);
   if (need_kernel && sys::real().poll(&kernel, 1, 0) < 0) kernel.revents = POLLERR;
   if (kernel_only()) return static_cast<short>(kernel.revents & (events | POLLERR | POLLHUP | POLLNVAL));
-  short ready = 0;
+  short ready = static_cast<short>(kernel.revents & POLLPRI);  // urgent data is TCP's (send_urgent)
   if (error_locked() != 0) return static_cast<short>((POLLIN | POLLOUT | POLLERR | POLLHUP) & (events | POLLERR | POLLHUP));
   const bool tcp_eof = (kernel.revents & POLLRDHUP) != 0;
   bool peer_done = false;
