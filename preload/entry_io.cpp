@@ -156,6 +156,7 @@ VSOCK_EXPORT int recvmmsg(int fd, mmsghdr* msgs, unsigned int count, int flags, 
 VSOCK_EXPORT ssize_t read(int fd, void* buf, size_t len) {
   Route route(fd);
   if (route.stream() == nullptr) return route.count_received(real().read(fd, buf, len));
+  if (len == 0) return 0;  // the kernel's read() of nothing returns at once (recv() of nothing may wait)
   iovec iov{buf, len};
   return stream_recv(route.stream(), fd, &iov, 1, 0);
 }
@@ -174,6 +175,9 @@ VSOCK_EXPORT ssize_t readv(int fd, const iovec* iov, int count) {
     errno = EINVAL;
     return -1;
   }
+  size_t total = 0;
+  for (int i = 0; i < count; ++i) total += iov[i].iov_len;
+  if (total == 0) return 0;  // as read(): nothing to read returns at once
   return stream_recv(route.stream(), fd, iov, count, 0);
 }
 

@@ -11,6 +11,7 @@
 #include "core/config.hpp"
 #include "core/log.hpp"
 #include "core/stats.hpp"
+#include "sock/wire/bound_message.hpp"
 #include "sock/wire/switch_message.hpp"
 #include "sys/real_calls.hpp"
 #include "sys/reentry_guard.hpp"
@@ -59,6 +60,9 @@ void StreamSocket::apply(UpgradeAction action) {
       break;
     case UpgradeAction::kSendSwitch:
       send_switch();
+      break;
+    case UpgradeAction::kSendBound:
+      send_bound();
       break;
     case UpgradeAction::kFallBack:
       VSOCK_LOG(kDebug, "fd %d: stays on TCP: %s", fd_hint_, upgrade_.why());
@@ -128,10 +132,23 @@ void StreamSocket::send_switch() {
   if (write_shut_ && channel_) channel_->shutdown_write();
 }
 
+void StreamSocket::send_bound() {
+  uint8_t bytes[wire::kBoundMessageSize];
+  wire::encode_bound(nonce_, bytes);
+  if (!channel_ || !channel_->send_message(bytes, sizeof bytes)) apply(upgrade_.on(UpgradeEvent::kTransportError));
+}
+
 void StreamSocket::take_peer_switch() {
   uint8_t bytes[64];
   core::Result<size_t> length = channel_->take_message(bytes, sizeof bytes);
   if (!length) return;
+  if (upgrade_.role() == UpgradeRole::kClient && !upgrade_.switch_sent()) {
+    // The server's first message: Bound.
+    core::Result<uint64_t> bound = wire::parse_bound_message(bytes, length.value());
+    bool ok = bound && bound.value() == nonce_;
+    apply(upgrade_.on(ok ? UpgradeEvent::kBoundReceived : UpgradeEvent::kProtocolError));
+    return;
+  }
   core::Result<wire::SwitchMessage> message = wire::parse_switch_message(bytes, length.value());
   if (!message || message.value().nonce != nonce_) {
     apply(upgrade_.on(UpgradeEvent::kProtocolError));

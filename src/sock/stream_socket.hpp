@@ -117,11 +117,12 @@ class StreamSocket {
   // passes or a signal arrives. EINTR, EAGAIN (timeout), or ok.
   core::Result<bool> wait(std::unique_lock<std::mutex>& held, int fd, WaitFor what, int64_t deadline_ms);
   core::Result<size_t> send_urgent(int fd, const iovec* iov, int count, int flags);
-  core::Result<size_t> send_once(int fd, const iovec* iov, int count, int flags);
+  core::Result<size_t> send_once(int fd, const iovec* iov, int count, int flags, bool progress = true);
   core::Result<size_t> recv_once(int fd, const iovec* iov, int count, int flags);
   core::Result<size_t> recv_tcp_eof();
   bool ring_readable() const;
   void send_switch();
+  void send_bound();
   void take_peer_switch();
   void become_kernel_only();
   void reset_connection(int error, const char* why);

@@ -67,9 +67,9 @@ void raise_sigpipe() {
 
 // ------------------------------------------------------------------ send --
 
-core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count, int flags) {
+core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count, int flags, bool progress) {
   using R = core::Result<size_t>;
-  progress_locked();
+  if (progress) progress_locked();
   if (int error = error_locked()) return R::fail(error);
   if (writer_.tcp_allowed() || kernel_only()) {
     msghdr message{};
@@ -115,16 +115,25 @@ core::Result<size_t> StreamSocket::send_urgent(int fd, const iovec* iov, int cou
 core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int flags) {
   using R = core::Result<size_t>;
   const size_t total = iov_total(iov, count);
+  const bool urgent = (flags & MSG_OOB) && total > 0;
   std::unique_lock<std::mutex> held(mu_);
-  if ((flags & MSG_OOB) && total > 0 && !kernel_only() && !writer_.tcp_allowed()) {
-    held.unlock();
-    return send_urgent(fd, iov, count, flags);
-  }
   size_t done = 0;
   int64_t deadline = -2;  // not looked up yet
   for (;;) {
     IovWindow window(iov, count, done, total - done);
-    core::Result<size_t> sent = send_once(fd, window.data(), window.count(), flags);
+    if (urgent && !kernel_only()) {
+      // Decide TCP or ring now, and keep the writer there for this call's
+      // piece: send_once then does not progress (a Bound taken there would
+      // switch the writer under the urgent byte).
+      progress_locked();
+      if (!writer_.tcp_allowed()) {
+        held.unlock();
+        core::Result<size_t> rest = send_urgent(fd, window.data(), window.count(), flags);
+        if (!rest) return done > 0 ? R::ok(done) : rest;
+        return R::ok(done + rest.value());
+      }
+    }
+    core::Result<size_t> sent = send_once(fd, window.data(), window.count(), flags, !urgent);
     if (sent) {
       done += sent.value();
       if (done >= total || (flags & MSG_DONTWAIT) || fd_nonblocking(fd)) return R::ok(done);

@@ -66,11 +66,13 @@ struct Closing {
 };
 
 // A request accepted while its TCP connection was still in the kernel's
-// backlog: the client may switch and write into the ring at once, as it may
-// write into the kernel's buffer of a connection not yet accepted. It waits
-// here for accept() to return its socket.
+// backlog, waiting here for accept() to return its socket. The client
+// writes on TCP until our Bound (sent once the socket is ours), so one that
+// accept() never returns here — e.g. a forked worker accepted it — is
+// simply disconnected after a while and that client stays on TCP.
 struct EarlyUpgrade {
   uint64_t handle;  // the request's cm id
+  int64_t since_ms;
   wire::UpgradeRequest request;
   std::unique_ptr<StreamChannel> channel;
   rdma::CmConnection connection;  // declared after the channel: torn down first
@@ -105,6 +107,8 @@ class Engine final : public UpgradeEngine {
 
  private:
   int upgrade_deadline_ms() const { return static_cast<int>(settings_.upgrade_timeout_ms); }
+  // How long an early upgrade waits for accept() (then its client stays on TCP).
+  int64_t early_lifetime_ms() const { return 4 * int64_t{upgrade_deadline_ms()} + 1000; }
   void wake();
   void dispatch(const rdma::CmEvent& event);
   void on_request(Listener& listener, const rdma::CmEvent& event);
@@ -489,6 +493,7 @@ bool Engine::has_room_early(Listener& listener) {
 bool Engine::accept_early(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed) {
   auto early = std::make_unique<EarlyUpgrade>();
   early->handle = reinterpret_cast<uint64_t>(request.id);
+  early->since_ms = core::monotonic_ms();
   early->request = parsed;
   early->channel = new_channel();
   if (!early->channel) return false;
@@ -595,6 +600,14 @@ void Engine::check_timers() {
       listener->sockets.erase(it);
     }
   }
+  for (auto& [key, listener] : listeners_) {
+    auto& early = listener->early;
+    early.erase(std::remove_if(early.begin(), early.end(),
+                               [&](const std::unique_ptr<EarlyUpgrade>& e) {
+                                 return now - e->since_ms >= early_lifetime_ms();
+                               }),
+                early.end());
+  }
   for (size_t i = 0; i < tracked_.size();) {
     StreamSocket* stream = tracked_[i].stream;
     bool drop = false;
@@ -640,7 +653,8 @@ int Engine::next_timeout_ms() {
   int64_t soonest = now + 1000;
   bool waiting = false;
   for (auto& [key, listener] : listeners_)
-    waiting = waiting || listener->matcher.waiting_requests() > 0 || listener->matcher.waiting_sockets() > 0;
+    waiting = waiting || listener->matcher.waiting_requests() > 0 || listener->matcher.waiting_sockets() > 0 ||
+              !listener->early.empty();
   if (waiting) soonest = std::min<int64_t>(soonest, now + 50);
   for (const Tracked& tracked : tracked_) {
     if (tracked.deadline_ms != 0) soonest = std::min(soonest, tracked.deadline_ms);

@@ -34,6 +34,8 @@ UpgradeAction UpgradeState::on(UpgradeEvent event) {
       return cm_failure(FallbackReason::kTimeout, "rdma_cm timed out");
     case UpgradeEvent::kCmError:
       return cm_failure(FallbackReason::kLocalError, "local rdma_cm error");
+    case UpgradeEvent::kBoundReceived:
+      return on_bound_received();
     case UpgradeEvent::kSwitchSent:
       return on_switch_sent();
     case UpgradeEvent::kSwitchReceived:
@@ -65,7 +67,10 @@ UpgradeAction UpgradeState::on_cm_established() {
     if (phase_ != UpgradePhase::kConnecting) return illegal(UpgradeEvent::kCmEstablished);
     cm_established_ = true;
     phase_ = UpgradePhase::kEstablished;
-    return UpgradeAction::kSendSwitch;  // the client knows the server's ring
+    // The client knows the server's ring, but switches only once the
+    // server's application has the socket (Bound): until then it may
+    // still fall back.
+    return UpgradeAction::kNone;
   }
   // The server's queue pair receives from the moment it accepted, and the
   // client's Switch can be polled before rdma_cm reports ESTABLISHED: the
@@ -74,8 +79,17 @@ UpgradeAction UpgradeState::on_cm_established() {
       phase_ != UpgradePhase::kSwitched)
     return illegal(UpgradeEvent::kCmEstablished);
   cm_established_ = true;
-  if (phase_ == UpgradePhase::kAccepting) phase_ = UpgradePhase::kEstablished;
-  return UpgradeAction::kNone;
+  if (phase_ != UpgradePhase::kAccepting) return UpgradeAction::kNone;
+  phase_ = UpgradePhase::kEstablished;
+  bound_ = true;
+  return UpgradeAction::kSendBound;  // accept() gave us the socket, the queue pair is up
+}
+
+UpgradeAction UpgradeState::on_bound_received() {
+  if (role_ != UpgradeRole::kClient || phase_ != UpgradePhase::kEstablished || bound_ || sent_)
+    return fail(EPROTO, "Bound out of order");
+  bound_ = true;
+  return UpgradeAction::kSendSwitch;
 }
 
 UpgradeAction UpgradeState::cm_failure(FallbackReason reason, const char* why) {
@@ -99,6 +113,8 @@ UpgradeAction UpgradeState::on_switch_sent() {
   // The server sends only in reply: before the client's Switch it does not
   // know where to write.
   if (role_ == UpgradeRole::kServer && !received_) return illegal(UpgradeEvent::kSwitchSent);
+  // The client only after the server's Bound.
+  if (role_ == UpgradeRole::kClient && !bound_) return illegal(UpgradeEvent::kSwitchSent);
   sent_ = true;
   if (received_) phase_ = UpgradePhase::kSwitched;
   return UpgradeAction::kNone;
@@ -192,6 +208,7 @@ const char* event_name(UpgradeEvent event) {
     case UpgradeEvent::kCmUnreachable: return "cm-unreachable";
     case UpgradeEvent::kCmTimeout: return "cm-timeout";
     case UpgradeEvent::kCmError: return "cm-error";
+    case UpgradeEvent::kBoundReceived: return "bound-received";
     case UpgradeEvent::kSwitchSent: return "switch-sent";
     case UpgradeEvent::kSwitchReceived: return "switch-received";
     case UpgradeEvent::kTcpEof: return "tcp-eof";

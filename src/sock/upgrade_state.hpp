@@ -45,6 +45,7 @@ enum class UpgradeEvent : uint8_t {
   kCmUnreachable,
   kCmTimeout,
   kCmError,          // local rdma_cm failure (address, route, resources)
+  kBoundReceived,    // client: the server's Bound arrived (its accept() returned the socket)
   kSwitchSent,       // our Switch is posted; writes now go to the channel
   kSwitchReceived,   // the peer's Switch arrived and parsed
   kTcpEof,           // the kernel socket read end of file
@@ -70,6 +71,9 @@ enum class UpgradeAction : uint8_t {
   // Switch our sending direction: SwitchWriter::switch_now(), post the
   // Switch, then report kSwitchSent.
   kSendSwitch,
+  // Server: post Bound (the socket is accept()ed and the queue pair is up):
+  // the client may switch now.
+  kSendBound,
   // Destroy the rdma_cm id and channel; the socket stays on TCP. Remember
   // the peer in the PeerFailureCache if remember_peer(fallback_reason()).
   kFallBack,
@@ -108,6 +112,7 @@ class UpgradeState {
   UpgradeAction on_switch_sent();
   UpgradeAction on_switch_received();
   UpgradeAction on_cm_established();
+  UpgradeAction on_bound_received();
   UpgradeAction on_terminal(UpgradeEvent event);
 
   UpgradeRole role_;
@@ -116,6 +121,7 @@ class UpgradeState {
   bool sent_ = false;
   bool received_ = false;
   bool cm_established_ = false;
+  bool bound_ = false;  // client: Bound received; server: Bound sent
   int error_ = 0;
   const char* why_ = "";
   UpgradeEvent last_event_ = UpgradeEvent::kConnectStarted;

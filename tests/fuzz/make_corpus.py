@@ -40,6 +40,10 @@ def switch(nonce, tcp_bytes, address, rkey, capacity):
     return b"VSKS" + bytes([1, 0, 0, 0]) + struct.pack(">QQ", nonce, tcp_bytes) + ring(address, rkey, capacity)
 
 
+def bound(nonce):
+    return b"VSKB" + bytes([1, 0, 0, 0]) + struct.pack(">Q", nonce)
+
+
 def sockaddr_in(ip, port):  # struct sockaddr_in, host-order family (x86-64)
     return struct.pack("<H", socket.AF_INET) + struct.pack(">H", port) + socket.inet_pton(socket.AF_INET, ip) + bytes(8)
 
@@ -111,6 +115,11 @@ SEEDS = {
         "nothing_on_tcp": switch(5, 0, 0x10000, 5, 4096),
         "everything_on_tcp": switch(6, (1 << 64) - 1, 0x10000, 6, 1 << 31),
         "padded_recv": switch(7, 1234, 0x20000, 7, 8192) + bytes(88),
+    },
+    "fuzz_bound_message": {
+        "bound": bound(0x1122334455667788),
+        "padded_recv": bound(9) + bytes(48),
+        "switch_magic": b"VSKS" + bound(1)[4:],
     },
     "fuzz_remote_ring": {
         # Write, credit, write across the end of the ring, credit it all.

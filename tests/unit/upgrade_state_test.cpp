@@ -21,6 +21,7 @@ constexpr E kAllEvents[] = {
     E::kConnectStarted, E::kRequestAccepted, E::kDeclined,   E::kCmEstablished,  E::kCmRejected,
     E::kCmNoListener,   E::kCmUnreachable,   E::kCmTimeout,  E::kCmError,        E::kSwitchSent,
     E::kSwitchReceived, E::kTcpEof,          E::kTcpReset,   E::kTransportError, E::kProtocolError,
+    E::kBoundReceived,
 };
 
 // A reachable state: the events that lead there from kKernel.
@@ -52,9 +53,11 @@ const Start kStarts[] = {
     {"client-kernel", UpgradeRole::kClient, {}},
     {"client-connecting", UpgradeRole::kClient, {E::kConnectStarted}},
     {"client-established", UpgradeRole::kClient, {E::kConnectStarted, E::kCmEstablished}},
-    {"client-sent", UpgradeRole::kClient, {E::kConnectStarted, E::kCmEstablished, E::kSwitchSent}},
+    {"client-bound", UpgradeRole::kClient, {E::kConnectStarted, E::kCmEstablished, E::kBoundReceived}},
+    {"client-sent", UpgradeRole::kClient,
+     {E::kConnectStarted, E::kCmEstablished, E::kBoundReceived, E::kSwitchSent}},
     {"client-switched", UpgradeRole::kClient,
-     {E::kConnectStarted, E::kCmEstablished, E::kSwitchSent, E::kSwitchReceived}},
+     {E::kConnectStarted, E::kCmEstablished, E::kBoundReceived, E::kSwitchSent, E::kSwitchReceived}},
     {"client-fallback", UpgradeRole::kClient, {E::kConnectStarted, E::kCmTimeout}},
     {"client-failed", UpgradeRole::kClient, {E::kConnectStarted, E::kTcpReset}},
     {"server-kernel", UpgradeRole::kServer, {}},
@@ -78,7 +81,7 @@ const std::vector<Rule>& rules() {
         {"client-kernel", E::kDeclined, fallback(R::kDeclined)},
         {"client-kernel", E::kTcpEof, fallback(R::kPeerClosed)},
         {"client-kernel", E::kTcpReset, fallback(R::kPeerClosed)},
-        {"client-connecting", E::kCmEstablished, stay(P::kEstablished, A::kSendSwitch)},
+        {"client-connecting", E::kCmEstablished, stay(P::kEstablished)},  // switches on Bound
         {"client-connecting", E::kCmRejected, fallback(R::kRejected)},
         {"client-connecting", E::kCmNoListener, fallback(R::kNoListener)},
         {"client-connecting", E::kCmUnreachable, fallback(R::kUnreachable)},
@@ -87,10 +90,14 @@ const std::vector<Rule>& rules() {
         {"client-connecting", E::kTcpEof, fallback(R::kPeerClosed)},
         {"client-connecting", E::kTcpReset, reset(ECONNRESET)},
         {"client-connecting", E::kTransportError, fallback(R::kTransportError)},
-        {"client-established", E::kSwitchSent, stay(P::kEstablished)},
+        {"client-established", E::kBoundReceived, stay(P::kEstablished, A::kSendSwitch)},
         {"client-established", E::kTcpEof, fallback(R::kPeerClosed)},
         {"client-established", E::kTcpReset, reset(ECONNRESET)},
         {"client-established", E::kTransportError, fallback(R::kTransportError)},
+        {"client-bound", E::kSwitchSent, stay(P::kEstablished)},
+        {"client-bound", E::kTcpEof, fallback(R::kPeerClosed)},
+        {"client-bound", E::kTcpReset, reset(ECONNRESET)},
+        {"client-bound", E::kTransportError, fallback(R::kTransportError)},
         {"client-sent", E::kSwitchReceived, stay(P::kSwitched)},
         {"client-sent", E::kTcpEof, stay(P::kEstablished)},
         {"client-sent", E::kTcpReset, reset(ECONNRESET)},
@@ -103,7 +110,7 @@ const std::vector<Rule>& rules() {
         {"server-kernel", E::kDeclined, fallback(R::kDeclined)},
         {"server-kernel", E::kTcpEof, fallback(R::kPeerClosed)},
         {"server-kernel", E::kTcpReset, fallback(R::kPeerClosed)},
-        {"server-accepting", E::kCmEstablished, stay(P::kEstablished)},
+        {"server-accepting", E::kCmEstablished, stay(P::kEstablished, A::kSendBound)},
         {"server-accepting", E::kCmUnreachable, fallback(R::kUnreachable)},
         {"server-accepting", E::kCmTimeout, fallback(R::kTimeout)},
         {"server-accepting", E::kCmError, fallback(R::kLocalError)},
@@ -212,8 +219,10 @@ TEST(UpgradeState, ClientHappyPath) {
   UpgradeState state(UpgradeRole::kClient);
   EXPECT_EQ(state.phase(), P::kKernel);
   EXPECT_EQ(state.on(E::kConnectStarted), A::kNone);
-  EXPECT_EQ(state.on(E::kCmEstablished), A::kSendSwitch);
+  EXPECT_EQ(state.on(E::kCmEstablished), A::kNone);  // waits for the server's Bound
   EXPECT_TRUE(state.cm_established());
+  EXPECT_FALSE(state.committed());
+  EXPECT_EQ(state.on(E::kBoundReceived), A::kSendSwitch);
   EXPECT_FALSE(state.committed());
   EXPECT_EQ(state.on(E::kSwitchSent), A::kNone);
   EXPECT_TRUE(state.switch_sent());
@@ -227,7 +236,7 @@ TEST(UpgradeState, ClientHappyPath) {
 TEST(UpgradeState, ServerHappyPathAndItsSwitchIsAReply) {
   UpgradeState state(UpgradeRole::kServer);
   EXPECT_EQ(state.on(E::kRequestAccepted), A::kNone);
-  EXPECT_EQ(state.on(E::kCmEstablished), A::kNone);  // waits for the client
+  EXPECT_EQ(state.on(E::kCmEstablished), A::kSendBound);  // then waits for the client
   EXPECT_FALSE(state.committed());
   EXPECT_EQ(state.on(E::kSwitchReceived), A::kSendSwitch);
   EXPECT_TRUE(state.committed());
@@ -258,6 +267,7 @@ TEST(UpgradeState, ASecondSwitchIsAProtocolError) {
     if (role == UpgradeRole::kClient) {
       state.on(E::kConnectStarted);
       state.on(E::kCmEstablished);
+      state.on(E::kBoundReceived);
       state.on(E::kSwitchSent);
     } else {
       state.on(E::kRequestAccepted);

@@ -9,6 +9,8 @@ inline constexpr uint32_t kUpgradeMagic = 0x56534B31;
 // "VSKS": the Switch message, sent on the queue pair. A different magic, so
 // that a message can never be mistaken for one of the other kind.
 inline constexpr uint32_t kSwitchMagic = 0x56534B53;
+// "VSKB": Bound, the server's first SEND: accept() has returned the socket.
+inline constexpr uint32_t kBoundMagic = 0x56534B42;
 // The only version this code speaks. A peer of another version is refused
 // (and stays on TCP) rather than half-understood.
 inline constexpr uint8_t kProtocolVersion = 1;
