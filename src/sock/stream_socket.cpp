@@ -11,6 +11,7 @@
 #include "core/config.hpp"
 #include "core/log.hpp"
 #include "core/stats.hpp"
+#include "sock/signal_restart.hpp"
 #include "sock/wire/bound_message.hpp"
 #include "sock/wire/switch_message.hpp"
 #include "sys/real_calls.hpp"
@@ -344,7 +345,12 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
   int rc = sys::real().poll(fds, static_cast<nfds_t>(n), slice);
   int saved = errno;
   held.lock();
-  if (rc < 0 && saved == EINTR) return R::fail(EINTR);
+  if (rc < 0 && saved == EINTR) {
+    // The kernel restarts a socket call without a timeout (SO_RCVTIMEO /
+    // SO_SNDTIMEO) after an SA_RESTART handler; with one it says EINTR.
+    if (deadline_ms < 0 && handlers_restart_calls()) return R::ok(true);
+    return R::fail(EINTR);
+  }
   // The channel may have been replaced or dropped while we slept.
   if (channel_index >= 0 && channel == channel_.get() && channel_ && (fds[channel_index].revents & POLLIN))
     channel_->drain_events();

@@ -46,6 +46,9 @@ constexpr size_t kEarlyCapacity = 32;
 constexpr int64_t kCloseDrainMs = 10000;
 // How often the thread looks at connections it is draining.
 constexpr int kDrainPollMs = 2;
+// How often the thread polls connections between rdma_cm's ESTABLISHED and
+// the switch (only the queue pair reports Bound and Switch).
+constexpr int kSwitchPollMs = 5;
 
 uint64_t random_nonce() {
   uint64_t nonce = 0;
@@ -122,6 +125,7 @@ class Engine final : public UpgradeEngine {
   void finish_connect(StreamSocket* stream);
   void on_connection_event(StreamSocket* stream, const rdma::CmEvent& event);
   void check_timers();
+  static bool switch_in_progress(StreamSocket* stream);
   int next_timeout_ms();
   void track(StreamSocket* stream, int64_t deadline_ms);
   void untrack(StreamSocket* stream);
@@ -617,14 +621,22 @@ void Engine::check_timers() {
           stream->upgrade().phase() == UpgradePhase::kConnecting) {
         if (stream->connector().check_deadline() != rdma::CmOutcome::kPending) finish_connect(stream);
       }
-      // The peer's Switch may be in the channel, unseen while the
-      // application does not touch the socket.
-      if (tracked_[i].deadline_ms != 0 && now >= tracked_[i].deadline_ms) stream->progress_locked();
+      // The switch goes on while the application does not touch the
+      // socket: the Bound, the Switch and the reply to it are taken here.
+      if (switch_in_progress(stream)) stream->progress_locked();
       UpgradePhase phase = stream->upgrade().phase();
       if (tracked_[i].deadline_ms != 0 && now >= tracked_[i].deadline_ms && phase != UpgradePhase::kSwitched &&
           phase != UpgradePhase::kFailed && !stream->kernel_only()) {
-        stream->apply(stream->upgrade().on(UpgradeEvent::kCmTimeout));
         tracked_[i].deadline_ms = 0;
+        if (stream->upgrade().cm_established()) {
+          // The peer never switched (its process stopped?): nothing can be
+          // in our ring yet unless committed, then the state machine resets.
+          stream_held.unlock();
+          stream->fall_back_now(FallbackReason::kTimeout, "the peer's Switch never came");
+          stream_held.lock();
+        } else {
+          stream->apply(stream->upgrade().on(UpgradeEvent::kCmTimeout));
+        }
       }
       drop = stream->kernel_only();
     }
@@ -647,6 +659,14 @@ void Engine::check_timers() {
   }
 }
 
+// rdma_cm is up but a Switch is still to come or to answer: messages only
+// the queue pair reports (no cm event wakes the thread for them).
+bool Engine::switch_in_progress(StreamSocket* stream) {
+  if (stream->kernel_only()) return false;
+  const UpgradeState& state = stream->upgrade();
+  return state.cm_established() && state.phase() == UpgradePhase::kEstablished;
+}
+
 int Engine::next_timeout_ms() {
   if (!closing_.empty()) return kDrainPollMs;
   int64_t now = core::monotonic_ms();
@@ -659,6 +679,7 @@ int Engine::next_timeout_ms() {
   for (const Tracked& tracked : tracked_) {
     if (tracked.deadline_ms != 0) soonest = std::min(soonest, tracked.deadline_ms);
     std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
+    if (switch_in_progress(tracked.stream)) soonest = std::min<int64_t>(soonest, now + kSwitchPollMs);
     if (tracked.stream->connector().outcome() == rdma::CmOutcome::kPending &&
         tracked.stream->upgrade().phase() == UpgradePhase::kConnecting)
       soonest = std::min<int64_t>(soonest, now + tracked.stream->connector().remaining_ms());
