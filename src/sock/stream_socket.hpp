@@ -77,8 +77,10 @@ class StreamSocket {
   // waits (at most timeout_ms) until both are delivered, as exit's implicit
   // close does on TCP.
   void finish_at_exit(int timeout_ms);
-  // The last fd is being closed. Returns true if the engine must finish
-  // the close (drain, disconnect).
+  // The last fd is being closed: posts what is queued and the FIN, and
+  // waits (bounded) until the peer's device has acknowledged them, so that
+  // an _exit() right after close() loses nothing. Returns true if the
+  // engine must finish the close (what is left to send, disconnect).
   bool on_last_close();
 
   // --- the side band (UpgradeEngine), under lock() -----------------------
@@ -123,6 +125,17 @@ class StreamSocket {
   // Whether a TCP end of file may still be followed by the peer's Switch.
   bool switch_may_come() const;
   int error_locked() const;
+  // The connection's error the first time it is asked for, then 0: the
+  // kernel reports a reset once (recv, send or SO_ERROR), then end of
+  // stream and EPIPE.
+  int take_error_locked();
+  // recv() after a reset, once the bytes that came before it are read.
+  core::Result<size_t> recv_after_reset();
+  // Posts the queued data and the FIN and waits, sleeping with the lock
+  // released, until they are acknowledged (true), the channel fails (true:
+  // nothing more can go), or timeout_ms pass or no completion comes for a
+  // while (false: the peer is not taking them).
+  bool flush_locked(std::unique_lock<std::mutex>& held, int timeout_ms);
 
   std::mutex mu_;
   std::condition_variable settled_;
