@@ -196,6 +196,34 @@ void StreamSocket::progress_locked() {
   advance();
 }
 
+int StreamSocket::take_error_locked() {
+  int error = error_locked();
+  if (error == 0 || error_reported_) return 0;
+  error_reported_ = true;
+  return error;
+}
+
+bool StreamSocket::take_so_error(int fd, int* error) {
+  std::unique_lock<std::mutex> held(mu_);
+  if (kernel_only() || !upgrade_.committed()) return false;
+  progress_locked();
+  // The kernel's pending error is consumed here either way: past this
+  // point the kernel socket's news (its RST follows our RESET) is not
+  // reported a second time.
+  int kernel = 0;
+  socklen_t len = sizeof kernel;
+  if (sys::real().getsockopt(fd, SOL_SOCKET, SO_ERROR, &kernel, &len) != 0) return false;
+  if (kernel != 0 && !reader_.on_ring() && error_locked() == 0) {
+    // Bytes still to come on TCP will not: the connection is broken.
+    apply(upgrade_.on(UpgradeEvent::kTcpReset));
+    error_reported_ = true;
+    *error = kernel;
+    return true;
+  }
+  *error = take_error_locked();
+  return true;
+}
+
 int StreamSocket::error_locked() const {
   if (error_ != 0) return error_;
   if (upgrade_.phase() == UpgradePhase::kFailed) return upgrade_.error();

@@ -73,6 +73,10 @@ class StreamSocket {
   // credit arrived, a call found nothing and will wait): edge-triggered
   // epoll reports a ready socket again after it changed.
   uint64_t activity();
+  // getsockopt(SO_ERROR) once a byte may be in a ring: the connection's
+  // error, once, as the kernel reports its pending error (docs/protocol.md
+  // §4). False: the kernel socket answers.
+  bool take_so_error(int fd, int* error);
   // The process exits with the socket open: sends a FIN after the data and
   // waits (at most timeout_ms) until both are delivered, as exit's implicit
   // close does on TCP.
@@ -151,7 +155,8 @@ class StreamSocket {
   std::unique_ptr<StreamChannel> channel_;
   rdma::CmConnector connector_;
   rdma::CmConnection connection_;
-  int error_ = 0;          // the connection was reset: every call fails with it
+  int error_ = 0;          // the connection was reset (reported once: error_reported_)
+  bool error_reported_ = false;
   bool write_shut_ = false;  // shutdown(SHUT_WR) or close before the switch
   bool read_shut_ = false;
   bool closing_ = false;
