@@ -666,7 +666,12 @@ void StreamChannel::fail(int error, const char* why) {
 void StreamChannel::violation(const char* why) {
   VSOCK_LOG(kWarn, "stream: QP %u: protocol violation by the peer: %s; connection reset", qp_.qpn(), why);
   fail(ECONNRESET, why);
-  inbox_length_ = 0;  // nothing from a broken peer is taken any more
+  // Nothing from a broken peer is taken any more: its message, the bytes
+  // it wrote and its FIN are dropped (a transport failure or RESET keeps
+  // them): the stream ends in ECONNRESET.
+  inbox_length_ = 0;
+  ring_.consume(ring_.available());
+  peer_fin_ = false;
 }
 
 }  // namespace vsock::sock

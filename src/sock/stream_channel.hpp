@@ -28,8 +28,9 @@
 // (CreditReturn). FIN ends the stream after the data before it; RESET, a
 // transport error or any protocol violation fails the channel: ECONNRESET
 // from then on (writes; reads once the bytes that had arrived are read, as
-// the kernel keeps its receive queue across a TCP reset) and the queue pair
-// goes to the error state, so the peer can write nothing more.
+// the kernel keeps its receive queue across a TCP reset; a violation drops
+// them) and the queue pair goes to the error state, so the peer can write
+// nothing more.
 //
 // Nothing here blocks or sleeps: write() and read() return EAGAIN, and the
 // caller waits with wait_until() (stream_wait.hpp) or its own poll loop on
