@@ -334,7 +334,10 @@ static void write_close_exit(int fd, int ctl, void* arg) {
   /* The writer's own counters: the bytes went over RDMA, the close must
    * deliver them. */
   if (rdma >= 0 && rdma_bytes() <= rdma) _exit(9);
-  _exit(close(fd) == 0 ? 0 : 6);
+  long start = ct_now_ms();
+  int rc = close(fd);
+  fprintf(stderr, "writer of %zu bytes: close took %ld ms\n", a->len, ct_now_ms() - start);
+  _exit(rc == 0 ? 0 : 6);
 }
 
 static void read_pattern_then_eof(const char* label, int fd, size_t len) {
