@@ -89,6 +89,21 @@ VSOCK_EXPORT int shutdown(int fd, int how) {
 }
 
 VSOCK_EXPORT int getsockopt(int fd, int level, int name, void* value, socklen_t* len) {
+  // SO_ERROR of an upgraded connection: its reset is reported once, by
+  // whichever call asks first (recv, send or this), as the kernel does.
+  if (level == SOL_SOCKET && name == SO_ERROR && value != nullptr && len != nullptr && *len >= sizeof(int) &&
+      !sys::in_library()) {
+    sock::SocketRef ref = sock::lookup_socket(fd);
+    if (sock::StreamSocket* stream = sock::managed_stream(ref)) {
+      sys::ReentryGuard guard;
+      int error = 0;
+      if (stream->take_so_error(fd, &error)) {
+        *static_cast<int*>(value) = error;
+        *len = sizeof(int);
+        return 0;
+      }
+    }
+  }
   return real().getsockopt(fd, level, name, value, len);
 }
 

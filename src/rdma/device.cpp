@@ -1,6 +1,9 @@
 #include "rdma/device.hpp"
 
+#include <pthread.h>
+
 #include <cerrno>
+#include <mutex>
 #include <new>
 #include <utility>
 
@@ -169,18 +172,46 @@ core::Result<Device> Device::open(const std::string& name, int gid_index) {
   return R::fail(error);
 }
 
+namespace {
+
+// The probe's outcome, per process. A child of fork() probes again: the
+// kernel serves a verbs context's write() commands (ibv_post_send on rxe,
+// among others) only to the credentials that opened it, and a forked child
+// has its own (EACCES). The parent's Device stays open in the child,
+// unused (never closed, as ever).
+std::mutex g_probe_lock;
+bool g_probed = false;
+Device* g_device = nullptr;
+int g_probe_error = ENODEV;
+
+void forget_probe_in_child() {
+  new (&g_probe_lock) std::mutex();  // another thread may have held it at fork
+  g_probed = false;
+  g_device = nullptr;
+}
+
+__attribute__((constructor)) void install_probe_fork_handler() {
+  pthread_atfork(nullptr, nullptr, forget_probe_in_child);
+}
+
+}  // namespace
+
 core::Result<Device*> probe_device(const std::string& name) {
-  // A function-local static is initialised exactly once, even when several
-  // threads make their first socket call at the same time.
-  static const core::Result<Device*> outcome = [&name]() {
+  std::lock_guard<std::mutex> held(g_probe_lock);
+  if (!g_probed) {
+    g_probed = true;
+    g_device = nullptr;
     core::Result<Device> opened = Device::open(name);
-    if (!opened) return core::Result<Device*>::fail(opened.error());
-    // Deliberately leaked: see the header.
-    Device* device = new (std::nothrow) Device(std::move(opened.value()));
-    if (device == nullptr) return core::Result<Device*>::fail(ENOMEM);
-    return core::Result<Device*>::ok(device);
-  }();
-  return outcome;
+    if (!opened) {
+      g_probe_error = opened.error();
+    } else {
+      // Deliberately leaked: see the header.
+      g_device = new (std::nothrow) Device(std::move(opened.value()));
+      g_probe_error = g_device == nullptr ? ENOMEM : 0;
+    }
+  }
+  if (g_device == nullptr) return core::Result<Device*>::fail(g_probe_error);
+  return core::Result<Device*>::ok(g_device);
 }
 
 }  // namespace vsock::rdma

@@ -59,7 +59,7 @@ class Device {
 // The process-wide device, opened on first call (thread-safe) with `name`
 // ("" = first ACTIVE device). Later calls return the same outcome, whatever
 // name they pass: the library decides once per process whether it has a
-// device. The Device is never closed (it must outlive every socket, even
+// device (a child of fork() decides again: it cannot use its parent's). The Device is never closed (it must outlive every socket, even
 // those closed by static destructors at exit); the kernel releases it.
 core::Result<Device*> probe_device(const std::string& name);
 

@@ -276,7 +276,9 @@ bool StreamChannel::all_sent() const {
 
 // ------------------------------------------------------------------- read --
 
-size_t StreamChannel::readable_bytes() const { return error_ != 0 ? 0 : static_cast<size_t>(ring_.available()); }
+// Bytes that arrived before a failure stay readable, as the kernel keeps a
+// TCP receive queue across a reset: the ring is ours until the channel goes.
+size_t StreamChannel::readable_bytes() const { return static_cast<size_t>(ring_.available()); }
 
 bool StreamChannel::readable() const { return error_ != 0 || peer_fin_ || ring_.available() > 0; }
 
@@ -284,15 +286,18 @@ bool StreamChannel::writable() const { return error_ != 0 || write_shut_ || writ
 
 core::Result<size_t> StreamChannel::read(const iovec* iov, int count, bool peek) {
   using R = core::Result<size_t>;
-  if (error_ != 0) return R::fail(error_);
-  if (!started_) return R::fail(ENOTCONN);
+  if (!started_) return R::fail(error_ != 0 ? error_ : ENOTCONN);
   size_t total = iov_total(iov, count);
   if (total == 0) return R::ok(0);
-  if (ring_.available() == 0) {
+  if (ring_.available() == 0 && error_ == 0) {
     core::Result<int> progressed = progress();
     if (!progressed) return R::fail(progressed.error());
-    if (error_ != 0) return R::fail(error_);
-    if (ring_.available() == 0) return peer_fin_ ? R::ok(0) : R::fail(EAGAIN);
+  }
+  // The kernel's order: data first, then the end of stream (a FIN, even if
+  // the connection failed after it), then the error.
+  if (ring_.available() == 0) {
+    if (peer_fin_) return R::ok(0);
+    return R::fail(error_ != 0 ? error_ : EAGAIN);
   }
   uint64_t length = ring_.available() < total ? ring_.available() : total;
   // length <= available: the spans lie inside the ring by construction.
@@ -471,7 +476,10 @@ Status StreamChannel::send_message(const void* data, size_t length) {
 
 core::Result<size_t> StreamChannel::take_message(void* out, size_t capacity) {
   using R = core::Result<size_t>;
-  if (error_ != 0) return R::fail(error_);
+  // A message that arrived before a failure is still taken, like the data
+  // after it: the peer's Switch, its data and FIN can all be in the queue
+  // when its process exits, ahead of the flushed receives.
+  if (error_ != 0 && inbox_length_ == 0) return R::fail(error_);
   if (inbox_length_ == 0) {
     core::Result<int> progressed = progress();
     if (!progressed) return R::fail(progressed.error());
@@ -648,7 +656,6 @@ void StreamChannel::fail(int error, const char* why) {
   failure_ = why;
   staged_ = 0;
   fin_pending_ = false;
-  inbox_length_ = 0;
   VSOCK_LOG(kInfo, "stream: QP %u failed: %s", qp_.qpn(), why);
   // In the error state the peer can write nothing more into the ring, and
   // every outstanding request completes (flushed), so nothing is left
@@ -659,6 +666,12 @@ void StreamChannel::fail(int error, const char* why) {
 void StreamChannel::violation(const char* why) {
   VSOCK_LOG(kWarn, "stream: QP %u: protocol violation by the peer: %s; connection reset", qp_.qpn(), why);
   fail(ECONNRESET, why);
+  // Nothing from a broken peer is taken any more: its message, the bytes
+  // it wrote and its FIN are dropped (a transport failure or RESET keeps
+  // them): the stream ends in ECONNRESET.
+  inbox_length_ = 0;
+  ring_.consume(ring_.available());
+  peer_fin_ = false;
 }
 
 }  // namespace vsock::sock

@@ -27,8 +27,10 @@
 // against the ring before it counts; consumed bytes go back as CREDIT
 // (CreditReturn). FIN ends the stream after the data before it; RESET, a
 // transport error or any protocol violation fails the channel: ECONNRESET
-// from then on (pending data is dropped, as with a TCP reset) and the
-// queue pair goes to the error state, so the peer can write nothing more.
+// from then on (writes; reads once the bytes that had arrived are read, as
+// the kernel keeps its receive queue across a TCP reset; a violation drops
+// them) and the queue pair goes to the error state, so the peer can write
+// nothing more.
 //
 // Nothing here blocks or sleeps: write() and read() return EAGAIN, and the
 // caller waits with wait_until() (stream_wait.hpp) or its own poll loop on
@@ -123,7 +125,9 @@ class StreamChannel {
   core::Result<size_t> write(const iovec* iov, int count);
   core::Result<size_t> write(const void* data, size_t length);
   // Copies up to the iovecs' size from the ring; with peek, leaves the bytes
-  // there. EAGAIN when empty, 0 at end of stream, the error once failed.
+  // there. EAGAIN when empty, 0 at end of stream, the error once failed and
+  // empty: bytes that arrived before a failure are still delivered first,
+  // and a FIN that arrived before it still reads as the end of stream.
   core::Result<size_t> read(const iovec* iov, int count, bool peek);
   core::Result<size_t> read(void* data, size_t length, bool peek = false);
 
@@ -156,8 +160,9 @@ class StreamChannel {
   bool has_message() const { return inbox_length_ != 0; }
   // Copies the message into `out` and empties the inbox; its length.
   // EAGAIN when none has arrived, EMSGSIZE (inbox kept) when capacity is
-  // smaller than the message, the channel's error once it has failed (a
-  // failure drops an untaken message, as it drops unread data).
+  // smaller than the message, the channel's error once it has failed and
+  // the inbox is empty (a message that came before a transport failure is
+  // still taken, as data is; a protocol violation drops it).
   core::Result<size_t> take_message(void* out, size_t capacity);
 
   // --- progress and waiting ---------------------------------------------

@@ -25,6 +25,14 @@ namespace {
 constexpr int kTransitionSliceMs = 5;
 // Otherwise they wake this often to let the channel probe an idle peer.
 constexpr int kIdleSliceMs = 100;
+// The last close() waits at most this long for its data and FIN to be
+// acknowledged, and gives up sooner when no completion at all comes for
+// kCloseStallMs (a peer that does not take them: the engine goes on).
+constexpr int kCloseFlushMs = 2000;
+constexpr int kCloseStallMs = 500;
+// A flush looks again at least this often (another thread may take the
+// completion event it sleeps on).
+constexpr int kFlushSliceMs = 10;
 
 void count_fallback(FallbackReason reason) {
   using core::Stat;
@@ -125,10 +133,13 @@ void StreamSocket::send_switch() {
   message.ring = channel_->local_ring();
   uint8_t bytes[wire::kSwitchMessageSize];
   wire::encode(message, bytes);
-  if (!channel_->send_message(bytes, sizeof bytes)) {
+  if (!channel_->send_message(bytes, sizeof bytes) && !channel_->peer_finished()) {
     apply(upgrade_.on(UpgradeEvent::kTransportError));
     return;
   }
+  // (Failed after the peer's FIN: it closed and went before our Switch
+  // could go. What it wrote still reads to the end; our direction counts
+  // as switched, onto a dead channel: writes fail, as to a closed peer.)
   apply(upgrade_.on(UpgradeEvent::kSwitchSent));
   if (write_shut_ && channel_) channel_->shutdown_write();
 }
@@ -170,7 +181,10 @@ void StreamSocket::take_peer_switch() {
 void StreamSocket::advance() {
   if (!channel_ || kernel_only()) return;
   if (channel_->has_message()) take_peer_switch();
-  if (channel_ && channel_->error() != 0 && error_ == 0) {
+  // A failure after the peer's FIN (its process went after it closed) ends
+  // nothing the reader still needs: reads see the data and the end of
+  // stream, only writes fail (StreamChannel::write). Not a reset.
+  if (channel_ && channel_->error() != 0 && error_ == 0 && !channel_->peer_finished()) {
     UpgradePhase phase = upgrade_.phase();
     if (phase != UpgradePhase::kFallback && phase != UpgradePhase::kFailed)
       apply(upgrade_.on(UpgradeEvent::kTransportError));
@@ -181,8 +195,9 @@ void StreamSocket::advance() {
 
 void StreamSocket::on_transport_lost() {
   if (kernel_only()) return;
-  // Take in what arrived before the end (the Switch, data, the FIN): the
-  // completions may still sit in the CQ, unseen by any reader.
+  // What the queue already holds came before the disconnect: a FIN there
+  // (the peer closed, then its process went) is an orderly end. Several
+  // rounds: one progress() takes a bounded batch.
   for (int round = 0; round < 64 && channel_ && !kernel_only(); ++round) {
     core::Result<int> taken = channel_->progress();
     advance();
@@ -203,6 +218,34 @@ void StreamSocket::progress_locked() {
   if (!channel_ || kernel_only()) return;
   channel_->progress();
   advance();
+}
+
+int StreamSocket::take_error_locked() {
+  int error = error_locked();
+  if (error == 0 || error_reported_) return 0;
+  error_reported_ = true;
+  return error;
+}
+
+bool StreamSocket::take_so_error(int fd, int* error) {
+  std::unique_lock<std::mutex> held(mu_);
+  if (kernel_only() || !upgrade_.committed()) return false;
+  progress_locked();
+  // The kernel's pending error is consumed here either way: past this
+  // point the kernel socket's news (its RST follows our RESET) is not
+  // reported a second time.
+  int kernel = 0;
+  socklen_t len = sizeof kernel;
+  if (sys::real().getsockopt(fd, SOL_SOCKET, SO_ERROR, &kernel, &len) != 0) return false;
+  if (kernel != 0 && !reader_.on_ring() && error_locked() == 0) {
+    // Bytes still to come on TCP will not: the connection is broken.
+    apply(upgrade_.on(UpgradeEvent::kTcpReset));
+    error_reported_ = true;
+    *error = kernel;
+    return true;
+  }
+  *error = take_error_locked();
+  return true;
 }
 
 int StreamSocket::error_locked() const {
@@ -245,11 +288,20 @@ bool StreamSocket::on_last_close() {
   }
   progress_locked();
   // Unread data at close makes the kernel reset the connection; so do we.
-  if (abortive || channel_->readable_bytes() > 0) {
+  // Unread TCP bytes before the switch point count too: the kernel resets
+  // the TCP connection for them, and the peer reads the ring, not TCP.
+  const bool unread = channel_->readable_bytes() > 0 || (reader_.switch_known() && reader_.tcp_remaining() > 0);
+  if (abortive || unread) {
     channel_->abort();
-  } else {
-    write_shut_ = true;
-    if (writer_.switched()) channel_->shutdown_write();
+    return true;
+  }
+  write_shut_ = true;
+  // Done here, not by the engine: the side-band thread dies with an
+  // _exit() right after close(), and what it had not posted would be lost.
+  if (writer_.switched()) {
+    channel_->shutdown_write();
+    if (!flush_locked(held, kCloseFlushMs))
+      VSOCK_LOG(kDebug, "fd %d: close: data or FIN not acknowledged yet; the engine goes on", fd_hint_);
   }
   return true;
 }
@@ -258,9 +310,33 @@ void StreamSocket::finish_at_exit(int timeout_ms) {
   std::unique_lock<std::mutex> held(mu_);
   if (kernel_only() || !channel_ || !upgrade_.committed() || !writer_.switched()) return;
   channel_->shutdown_write();
-  const int64_t deadline = core::monotonic_ms() + timeout_ms;
-  while (channel_ && channel_->error() == 0 && !channel_->all_sent() && core::monotonic_ms() < deadline)
+  flush_locked(held, timeout_ms);
+}
+
+bool StreamSocket::flush_locked(std::unique_lock<std::mutex>& held, int timeout_ms) {
+  const int64_t start = core::monotonic_ms();
+  int64_t last_completion = start;
+  uint64_t completions = channel_ ? channel_->counters().completions : 0;
+  for (;;) {
     progress_locked();
+    StreamChannel* channel = kernel_only() ? nullptr : channel_.get();
+    if (channel == nullptr || channel->error() != 0 || channel->all_sent()) return true;
+    const int64_t now = core::monotonic_ms();
+    if (channel->counters().completions != completions) {
+      completions = channel->counters().completions;
+      last_completion = now;
+    }
+    if (now - start >= timeout_ms || now - last_completion >= kCloseStallMs) return false;
+    channel->arm();
+    // A completion that came before the arm would not wake the fd.
+    if (channel->progress().value() > 0) continue;
+    pollfd pfd{channel->completion_fd(), POLLIN, 0};
+    held.unlock();
+    sys::real().poll(&pfd, 1, kFlushSliceMs);
+    held.lock();
+    // After commit the channel stays (no fallback), but check as wait() does.
+    if (channel == channel_.get() && channel_ && (pfd.revents & POLLIN)) channel_->drain_events();
+  }
 }
 
 bool StreamSocket::close_finished() {

@@ -75,12 +75,18 @@ class StreamSocket {
   // credit arrived, a call found nothing and will wait): edge-triggered
   // epoll reports a ready socket again after it changed.
   uint64_t activity();
+  // getsockopt(SO_ERROR) once a byte may be in a ring: the connection's
+  // error, once, as the kernel reports its pending error (docs/protocol.md
+  // §4). False: the kernel socket answers.
+  bool take_so_error(int fd, int* error);
   // The process exits with the socket open: sends a FIN after the data and
   // waits (at most timeout_ms) until both are delivered, as exit's implicit
   // close does on TCP.
   void finish_at_exit(int timeout_ms);
-  // The last fd is being closed. Returns true if the engine must finish
-  // the close (drain, disconnect).
+  // The last fd is being closed: posts what is queued and the FIN, and
+  // waits (bounded) until the peer's device has acknowledged them, so that
+  // an _exit() right after close() loses nothing. Returns true if the
+  // engine must finish the close (what is left to send, disconnect).
   bool on_last_close();
 
   // --- the side band (UpgradeEngine), under lock() -----------------------
@@ -129,6 +135,17 @@ class StreamSocket {
   // Whether a TCP end of file may still be followed by the peer's Switch.
   bool switch_may_come() const;
   int error_locked() const;
+  // The connection's error the first time it is asked for, then 0: the
+  // kernel reports a reset once (recv, send or SO_ERROR), then end of
+  // stream and EPIPE.
+  int take_error_locked();
+  // recv() after a reset, once the bytes that came before it are read.
+  core::Result<size_t> recv_after_reset();
+  // Posts the queued data and the FIN and waits, sleeping with the lock
+  // released, until they are acknowledged (true), the channel fails (true:
+  // nothing more can go), or timeout_ms pass or no completion comes for a
+  // while (false: the peer is not taking them).
+  bool flush_locked(std::unique_lock<std::mutex>& held, int timeout_ms);
 
   std::mutex mu_;
   std::condition_variable settled_;
@@ -145,7 +162,8 @@ class StreamSocket {
   std::unique_ptr<StreamChannel> channel_;
   rdma::CmConnector connector_;
   rdma::CmConnection connection_;
-  int error_ = 0;          // the connection was reset: every call fails with it
+  int error_ = 0;          // the connection was reset (reported once: error_reported_)
+  bool error_reported_ = false;
   bool write_shut_ = false;  // shutdown(SHUT_WR) or close before the switch
   bool read_shut_ = false;
   bool closing_ = false;

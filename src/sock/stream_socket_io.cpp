@@ -70,7 +70,11 @@ void raise_sigpipe() {
 core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count, int flags, bool progress) {
   using R = core::Result<size_t>;
   if (progress) progress_locked();
-  if (int error = error_locked()) return R::fail(error);
+  // After a reset the kernel's send reports the error once, then EPIPE.
+  if (error_locked() != 0) {
+    int error = take_error_locked();
+    return R::fail(error != 0 ? error : EPIPE);
+  }
   if (writer_.tcp_allowed() || kernel_only()) {
     msghdr message{};
     message.msg_iov = const_cast<iovec*>(iov);
@@ -84,7 +88,13 @@ core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count
   if (write_shut_) return R::fail(EPIPE);
   core::Result<size_t> written = channel_->write(iov, count);
   if (written) core::stat_transfer(core::Stat::rdma_bytes_sent, core::Stat::rdma_sends, written.value());
-  if (!written && written.error() != EAGAIN) advance();
+  if (!written && written.error() != EAGAIN) {
+    advance();
+    if (error_locked() != 0) {
+      int error = take_error_locked();
+      return R::fail(error != 0 ? error : EPIPE);
+    }
+  }
   return written;
 }
 
@@ -120,6 +130,8 @@ core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int
   size_t done = 0;
   int64_t deadline = -2;  // not looked up yet
   for (;;) {
+    // A part was sent before the reset: that is the answer, the error waits.
+    if (done > 0 && error_locked() != 0) return R::ok(done);
     IovWindow window(iov, count, done, total - done);
     if (urgent && !kernel_only()) {
       // Decide TCP or ring now, and keep the writer there for this call's
@@ -161,7 +173,7 @@ core::Result<size_t> StreamSocket::recv_tcp_eof() {
   core::Result<TcpEnd> end = reader_.on_tcp_eof();
   if (!end) {
     apply(upgrade_.on(UpgradeEvent::kTcpReset));
-    return R::fail(error_locked() != 0 ? error_locked() : ECONNRESET);
+    return recv_after_reset();
   }
   // The peer's Switch may be behind its FIN: wait for it (the engine ends
   // the wait by falling back or resetting if it never comes). Not after our
@@ -171,10 +183,20 @@ core::Result<size_t> StreamSocket::recv_tcp_eof() {
   return R::ok(0);
 }
 
+core::Result<size_t> StreamSocket::recv_after_reset() {
+  using R = core::Result<size_t>;
+  int error = take_error_locked();
+  if (error != 0) return R::fail(error);
+  return R::ok(0);
+}
+
 core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count, int flags) {
   using R = core::Result<size_t>;
   progress_locked();
-  if (int error = error_locked()) return R::fail(error);
+  // After a reset the kernel still delivers what it had received, then the
+  // error once, then end of stream.
+  if (error_locked() != 0 && !(reader_.on_ring() && channel_ && channel_->readable_bytes() > 0))
+    return recv_after_reset();
   const size_t length = iov_total(iov, count);
   if (kernel_only()) {
     msghdr message{};
@@ -205,14 +227,17 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
     ssize_t n = sys::real().recvmsg(fd, &message, (plan.tcp_flags & ~MSG_WAITALL) | MSG_DONTWAIT);
     if (n < 0) {
       int error = errno;
-      if (error == ECONNRESET) apply(upgrade_.on(UpgradeEvent::kTcpReset));
+      if (error == ECONNRESET) {
+        apply(upgrade_.on(UpgradeEvent::kTcpReset));
+        error_reported_ = true;  // this is the report
+      }
       return R::fail(error);
     }
     if (n == 0) return recv_tcp_eof();
     if (plan.consume) {
       if (!reader_.on_tcp_read(static_cast<uint64_t>(n))) {
         apply(upgrade_.on(UpgradeEvent::kProtocolError));
-        return R::fail(error_locked() != 0 ? error_locked() : ECONNRESET);
+        return recv_after_reset();
       }
       core::stat_transfer(core::Stat::tcp_bytes_received, core::Stat::tcp_receives, static_cast<uint64_t>(n));
     }
@@ -233,7 +258,8 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
       if (got > 0) return R::ok(got);
       if (read.error() != EAGAIN) advance();
       if (read.error() == EAGAIN && read_shut_) return R::ok(0);
-      return R::fail(error_locked() != 0 ? error_locked() : read.error());
+      if (error_locked() != 0) return recv_after_reset();
+      return R::fail(read.error());
     }
   }
   return R::ok(got);
@@ -260,6 +286,9 @@ core::Result<size_t> StreamSocket::recv(int fd, const iovec* iov, int count, int
   size_t got = 0;
   int64_t deadline = -2;  // not looked up yet
   for (;;) {
+    // MSG_WAITALL cut short by a reset: the bytes are the answer, the error waits.
+    if (got > 0 && error_locked() != 0 && !(reader_.on_ring() && channel_ && channel_->readable_bytes() > 0))
+      return R::ok(got);
     IovWindow window(iov, count, got, total - got);
     core::Result<size_t> read = recv_once(fd, window.data(), window.count(), flags & ~MSG_WAITALL);
     if (read) {
@@ -331,7 +360,13 @@ short StreamSocket::poll_events(int fd, short events) {
   if (need_kernel && sys::real().poll(&kernel, 1, 0) < 0) kernel.revents = POLLERR;
   if (kernel_only()) return static_cast<short>(kernel.revents & (events | POLLERR | POLLHUP | POLLNVAL));
   short ready = static_cast<short>(kernel.revents & POLLPRI);  // urgent data is TCP's (send_urgent)
-  if (error_locked() != 0) return static_cast<short>((POLLIN | POLLOUT | POLLERR | POLLHUP) & (events | POLLERR | POLLHUP));
+  // As the kernel after a reset: readable (data, the error, then end of
+  // stream), writable (EPIPE), hung up; POLLERR until the error is reported.
+  if (error_locked() != 0) {
+    ready |= POLLIN | POLLOUT | POLLHUP | POLLRDHUP;
+    if (!error_reported_) ready |= POLLERR;
+    return static_cast<short>(ready & (events | POLLERR | POLLHUP));
+  }
   const bool tcp_eof = (kernel.revents & POLLRDHUP) != 0;
   bool peer_done = false;
   if (reader_.on_ring()) {

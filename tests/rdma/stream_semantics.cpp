@@ -10,7 +10,7 @@
 //                  ring's worth, then EAGAIN; one byte consumed comes back
 //                  as credit at once (the writer was stalled), not at the
 //                  quarter-ring threshold
-//   abort          abort() → the peer's read and write fail with ECONNRESET
+//   abort          abort() → the peer reads what came before, then read and write fail with ECONNRESET
 //   probe          a liveness probe completes and is invisible to the peer
 //   sparse_one_way a send queue signalled less often than it is deep keeps
 //                  moving one-way traffic without help from the idle probe
@@ -196,12 +196,15 @@ int case_abort(int fd, const rdma::Device& device, int role) {
     n = ch.read(&byte, 1);
     CHECK(!n && n.error() == ECONNRESET);
   } else {
-    // A TCP reset drops what was not read yet; so does RESET here.
+    // As after a TCP reset, what had arrived before it is still read
+    // (the kernel keeps its receive queue), then the error.
     for (int i = 0; i < 200 && ch.error() == 0; ++i) wait_readable(ch, 100);
     CHECK(ch.error() == ECONNRESET);
     CHECK(ch.readable() && ch.writable());  // poll reports the error as both
     char buffer[32];
     core::Result<size_t> n = ch.read(buffer, sizeof buffer);
+    CHECK(n && n.value() == 16 && std::memcmp(buffer, "before the reset", 16) == 0);
+    n = ch.read(buffer, sizeof buffer);
     CHECK(!n && n.error() == ECONNRESET);
     n = ch.write("x", 1);
     CHECK(!n && n.error() == ECONNRESET);
