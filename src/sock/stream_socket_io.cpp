@@ -382,7 +382,7 @@ short StreamSocket::poll_events(int fd, short events) {
       ready |= POLLIN;
     peer_done = tcp_eof && !switch_may_come();
   }
-  if (read_shut_) ready |= POLLIN;
+  if (read_shut_) ready |= POLLIN | POLLRDHUP;  // as the kernel after our own SHUT_RD
   if (peer_done) ready |= POLLIN | POLLRDHUP;
   if (writer_.tcp_allowed() ? (kernel.revents & POLLOUT) != 0 : (channel_ && channel_->writable()))
     ready |= POLLOUT;
