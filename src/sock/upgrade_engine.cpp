@@ -526,17 +526,20 @@ void Engine::bind_early(std::unique_ptr<EarlyUpgrade> early, int fd, StreamSocke
   std::unique_lock<std::mutex> stream_held = stream->lock();
   if (stream->kernel_only()) return;  // the client sees the connection end
   rdma::CmConnectionState state = early->connection.state();
+  if (state == rdma::CmConnectionState::kDisconnected || state == rdma::CmConnectionState::kFailed) {
+    // The client gave up before accept() (it never had our Bound, so all
+    // its bytes are on TCP).
+    stream_held.unlock();
+    stream->fall_back_now(FallbackReason::kTransportError, "the client left the upgrade before accept()");
+    return;
+  }
   stream->set_nonce(early->request.nonce);
   stream->set_channel(std::move(early->channel));
   stream->connection() = std::move(early->connection);
   core::stat_add(core::Stat::upgrade_attempts);
   stream->apply(stream->upgrade().on(UpgradeEvent::kRequestAccepted));
-  if (state == rdma::CmConnectionState::kConnected || state == rdma::CmConnectionState::kDisconnected)
-    stream->apply(stream->upgrade().on(UpgradeEvent::kCmEstablished));
-  // The client may have written, finished and disconnected before accept():
-  // its data and FIN are in the ring, read as for any ended connection.
-  if (state == rdma::CmConnectionState::kDisconnected || state == rdma::CmConnectionState::kFailed)
-    stream->on_transport_lost();
+  // ESTABLISHED already: Bound goes out now; else with the event.
+  if (state == rdma::CmConnectionState::kConnected) stream->apply(stream->upgrade().on(UpgradeEvent::kCmEstablished));
   VSOCK_LOG(kDebug, "fd %d: bound to the upgrade accepted while in the backlog (%s)", fd,
             rdma::cm_connection_state_name(state));
   track(stream, core::monotonic_ms() + 4 * int64_t{upgrade_deadline_ms()} + 1000);
