@@ -73,12 +73,16 @@ struct Closing {
 // writes on TCP until our Bound (sent once the socket is ours), so one that
 // accept() never returns here — e.g. a forked worker accepted it — is
 // simply disconnected after a while and that client stays on TCP.
-struct EarlyUpgrade {
-  uint64_t handle;  // the request's cm id
-  int64_t since_ms;
-  wire::UpgradeRequest request;
+// A request answered with a fresh channel (UpgradeAccept names its ring).
+struct Answered {
   std::unique_ptr<StreamChannel> channel;
   rdma::CmConnection connection;  // declared after the channel: torn down first
+};
+
+struct EarlyUpgrade {
+  int64_t since_ms;
+  wire::UpgradeRequest request;
+  Answered answered;
 };
 
 struct Listener {
@@ -110,16 +114,19 @@ class Engine final : public UpgradeEngine {
 
  private:
   int upgrade_deadline_ms() const { return static_cast<int>(settings_.upgrade_timeout_ms); }
-  // How long an early upgrade waits for accept() (then its client stays on TCP).
-  int64_t early_lifetime_ms() const { return 4 * int64_t{upgrade_deadline_ms()} + 1000; }
+  // How long the other side gets to take its next step once rdma_cm is
+  // under way: the client's Switch after our accept, accept() for an early
+  // upgrade (then its client stays on TCP).
+  int64_t settle_ms() const { return 4 * int64_t{upgrade_deadline_ms()} + 1000; }
   void wake();
   void dispatch(const rdma::CmEvent& event);
   void on_request(Listener& listener, const rdma::CmEvent& event);
   void accept_matched(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed,
                       StreamSocket* stream);
   void reject(Listener& listener, const rdma::CmEvent& request);
+  core::Result<Answered> answer(Listener& listener, const rdma::CmEvent& request, uint64_t nonce);
   bool has_room_early(Listener& listener);
-  bool accept_early(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed);
+  void accept_early(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed);
   void bind_early(std::unique_ptr<EarlyUpgrade> early, int fd, StreamSocket* stream);
   void on_connector_event(StreamSocket* stream, const rdma::CmEvent& event);
   void finish_connect(StreamSocket* stream);
@@ -414,7 +421,7 @@ void Engine::on_request(Listener& listener, const rdma::CmEvent& event) {
       // connect() returns (one thread doing both, or a slow server).
       if (has_room_early(listener)) {
         listener.matcher.remove_request(handle);
-        if (!accept_early(listener, event, request.value())) reject(listener, event);
+        accept_early(listener, event, request.value());
         return;
       }
       listener.requests[handle] = event;
@@ -442,41 +449,21 @@ void Engine::accept_matched(Listener& listener, const rdma::CmEvent& request, co
     reject(listener, request);
     return;
   }
-  std::unique_ptr<StreamChannel> channel = new_channel();
-  if (!channel) {
-    reject(listener, request);
+  core::Result<Answered> answered = answer(listener, request, parsed.nonce);
+  if (!answered) {
     stream_held.unlock();
-    stream->fall_back_now(FallbackReason::kLocalError, "no resources for a channel");
-    return;
-  }
-  rdma::CmQpSetup setup;
-  setup.device = &device_;
-  setup.existing = &channel->queue_pair();
-  core::Result<rdma::CmConnection> prepared = listener.cm.prepare(request, setup);  // rejects on failure
-  if (!prepared || !channel->post_initial_receives()) {
-    stream_held.unlock();
-    stream->fall_back_now(FallbackReason::kLocalError, "could not prepare the queue pair");
-    return;
-  }
-  wire::UpgradeAccept answer;
-  answer.nonce = parsed.nonce;
-  answer.ring = channel->local_ring();
-  uint8_t bytes[wire::kUpgradeAcceptSize];
-  wire::encode(answer, bytes);
-  rdma::CmConnection connection = std::move(prepared.value());
-  if (!connection.accept(bytes, sizeof bytes)) {
-    stream_held.unlock();
-    stream->fall_back_now(FallbackReason::kLocalError, "rdma_accept failed");
+    stream->fall_back_now(FallbackReason::kLocalError,
+                          answered.error() == ENOMEM ? "no resources for a channel" : "could not accept the request");
     return;
   }
   stream->set_nonce(parsed.nonce);
-  stream->set_channel(std::move(channel));
-  stream->connection() = std::move(connection);
+  stream->set_channel(std::move(answered.value().channel));
+  stream->connection() = std::move(answered.value().connection);
   core::stat_add(core::Stat::upgrade_attempts);
   stream->apply(stream->upgrade().on(UpgradeEvent::kRequestAccepted));
   // The client's Switch must come within this bound, or the server gives up
   // (falls back if it can).
-  track(stream, core::monotonic_ms() + 4 * int64_t{upgrade_deadline_ms()} + 1000);
+  track(stream, core::monotonic_ms() + settle_ms());
 }
 
 // Room for one more early upgrade; a connection whose client has gone
@@ -484,7 +471,7 @@ void Engine::accept_matched(Listener& listener, const rdma::CmEvent& request, co
 bool Engine::has_room_early(Listener& listener) {
   if (listener.early.size() < kEarlyCapacity) return true;
   for (auto it = listener.early.begin(); it != listener.early.end(); ++it) {
-    rdma::CmConnectionState state = (*it)->connection.state();
+    rdma::CmConnectionState state = (*it)->answered.connection.state();
     if (state == rdma::CmConnectionState::kDisconnected || state == rdma::CmConnectionState::kFailed) {
       listener.early.erase(it);
       return true;
@@ -493,39 +480,52 @@ bool Engine::has_room_early(Listener& listener) {
   return false;
 }
 
-// Under the engine's lock. False: nothing answered, the caller rejects.
-bool Engine::accept_early(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed) {
-  auto early = std::make_unique<EarlyUpgrade>();
-  early->handle = reinterpret_cast<uint64_t>(request.id);
-  early->since_ms = core::monotonic_ms();
-  early->request = parsed;
-  early->channel = new_channel();
-  if (!early->channel) return false;
+// Accepts `request` with a fresh channel whose ring the UpgradeAccept
+// names. Under the engine's lock. On failure the request has been rejected
+// (ENOMEM: no channel could be made; EIO: the queue pair or rdma_accept).
+core::Result<Answered> Engine::answer(Listener& listener, const rdma::CmEvent& request, uint64_t nonce) {
+  using R = core::Result<Answered>;
+  Answered answered;
+  answered.channel = new_channel();
+  if (!answered.channel) {
+    reject(listener, request);
+    return R::fail(ENOMEM);
+  }
   rdma::CmQpSetup setup;
   setup.device = &device_;
-  setup.existing = &early->channel->queue_pair();
-  core::Result<rdma::CmConnection> prepared = listener.cm.prepare(request, setup);
-  if (!prepared) return true;  // prepare() rejected it
-  early->connection = std::move(prepared.value());
-  if (!early->channel->post_initial_receives()) {
-    early->connection.reject(nullptr, 0);
-    return true;
+  setup.existing = &answered.channel->queue_pair();
+  core::Result<rdma::CmConnection> prepared = listener.cm.prepare(request, setup);  // rejects on failure
+  if (!prepared) return R::fail(EIO);
+  answered.connection = std::move(prepared.value());
+  if (!answered.channel->post_initial_receives()) {
+    answered.connection.reject(nullptr, 0);
+    return R::fail(EIO);
   }
-  wire::UpgradeAccept answer;
-  answer.nonce = parsed.nonce;
-  answer.ring = early->channel->local_ring();
+  wire::UpgradeAccept accept;
+  accept.nonce = nonce;
+  accept.ring = answered.channel->local_ring();
   uint8_t bytes[wire::kUpgradeAcceptSize];
-  wire::encode(answer, bytes);
-  if (!early->connection.accept(bytes, sizeof bytes)) return true;  // accept() rejected it
+  wire::encode(accept, bytes);
+  if (!answered.connection.accept(bytes, sizeof bytes)) return R::fail(EIO);  // accept() rejected it
+  return R::ok(std::move(answered));
+}
+
+// Under the engine's lock. The request is answered either way.
+void Engine::accept_early(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed) {
+  core::Result<Answered> answered = answer(listener, request, parsed.nonce);
+  if (!answered) return;
+  auto early = std::make_unique<EarlyUpgrade>();
+  early->since_ms = core::monotonic_ms();
+  early->request = parsed;
+  early->answered = std::move(answered.value());
   listener.early.push_back(std::move(early));
-  return true;
 }
 
 // accept() returned the socket of an early upgrade. Under the engine's lock.
 void Engine::bind_early(std::unique_ptr<EarlyUpgrade> early, int fd, StreamSocket* stream) {
   std::unique_lock<std::mutex> stream_held = stream->lock();
   if (stream->kernel_only()) return;  // the client sees the connection end
-  rdma::CmConnectionState state = early->connection.state();
+  rdma::CmConnectionState state = early->answered.connection.state();
   if (state == rdma::CmConnectionState::kDisconnected || state == rdma::CmConnectionState::kFailed) {
     // The client gave up before accept() (it never had our Bound, so all
     // its bytes are on TCP).
@@ -534,15 +534,15 @@ void Engine::bind_early(std::unique_ptr<EarlyUpgrade> early, int fd, StreamSocke
     return;
   }
   stream->set_nonce(early->request.nonce);
-  stream->set_channel(std::move(early->channel));
-  stream->connection() = std::move(early->connection);
+  stream->set_channel(std::move(early->answered.channel));
+  stream->connection() = std::move(early->answered.connection);
   core::stat_add(core::Stat::upgrade_attempts);
   stream->apply(stream->upgrade().on(UpgradeEvent::kRequestAccepted));
   // ESTABLISHED already: Bound goes out now; else with the event.
   if (state == rdma::CmConnectionState::kConnected) stream->apply(stream->upgrade().on(UpgradeEvent::kCmEstablished));
   VSOCK_LOG(kDebug, "fd %d: bound to the upgrade accepted while in the backlog (%s)", fd,
             rdma::cm_connection_state_name(state));
-  track(stream, core::monotonic_ms() + 4 * int64_t{upgrade_deadline_ms()} + 1000);
+  track(stream, core::monotonic_ms() + settle_ms());
 }
 
 void Engine::on_connection_event(StreamSocket* stream, const rdma::CmEvent& event) {
@@ -566,8 +566,8 @@ void Engine::on_connection_event(StreamSocket* stream, const rdma::CmEvent& even
 void Engine::dispatch(const rdma::CmEvent& event) {
   for (auto& [key, listener] : listeners_) {
     for (const std::unique_ptr<EarlyUpgrade>& early : listener->early) {
-      if (!early->connection.owns(event)) continue;
-      early->connection.on_event(event);
+      if (!early->answered.connection.owns(event)) continue;
+      early->answered.connection.on_event(event);
       return;
     }
     if (!listener->cm.owns(event)) continue;
@@ -611,7 +611,7 @@ void Engine::check_timers() {
     auto& early = listener->early;
     early.erase(std::remove_if(early.begin(), early.end(),
                                [&](const std::unique_ptr<EarlyUpgrade>& e) {
-                                 return now - e->since_ms >= early_lifetime_ms();
+                                 return now - e->since_ms >= settle_ms();
                                }),
                 early.end());
   }
