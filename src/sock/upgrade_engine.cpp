@@ -27,6 +27,7 @@
 #include "sock/offload_policy.hpp"
 #include "sock/peer_failure_cache.hpp"
 #include "sock/stream_config.hpp"
+#include "sock/tcp_lookup.hpp"
 #include "sock/upgrade_matcher.hpp"
 #include "sock/wire/upgrade_accept.hpp"
 #include "sock/wire/upgrade_request.hpp"
@@ -419,7 +420,9 @@ void Engine::on_request(Listener& listener, const rdma::CmEvent& event) {
       // faster than accept()): answer now, so that a client blocked in
       // connect() does not wait for an accept() that may only come after
       // connect() returns (one thread doing both, or a slow server).
-      if (has_room_early(listener)) {
+      // Only for a connection that really waits here: a request naming one
+      // that does not exist gets no queue pair (it waits, then is rejected).
+      if (has_room_early(listener) && tcp_connection_exists(request.value())) {
         listener.matcher.remove_request(handle);
         accept_early(listener, event, request.value());
         return;

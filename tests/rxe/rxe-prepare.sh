@@ -29,7 +29,8 @@ apt_log=${TMPDIR:-/tmp}/libvsock-rxe-apt.log
 # crc32 / crc32-pclmul: rxe computes the RoCE ICRC through the crypto API,
 # which finds them by name, so no module lists them as a dependency.
 guest_modules=(virtio_pci virtio_rng 9pnet_virtio 9p overlay dummy
-               crc32_generic crc32-pclmul rdma_rxe ib_uverbs rdma_ucm)
+               crc32_generic crc32-pclmul rdma_rxe ib_uverbs rdma_ucm
+               inet_diag tcp_diag)  # sock_diag: the listener checks that a request names a real connection
 
 fail() { echo "$me: error: $*" >&2; exit 125; }
 note() { echo "$me: $*" >&2; }
