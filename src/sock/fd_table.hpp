@@ -9,6 +9,11 @@
 #include <climits>
 #include <cstddef>
 
+// LeakSanitizer does not scan anonymous mappings, so a state reachable only
+// from a chunk would be reported as leaked at exit. When a sanitizer runtime
+// is loaded it defines this, and each chunk is declared a root region.
+extern "C" void __lsan_register_root_region(const void* begin, size_t size) __attribute__((weak));
+
 namespace vsock::sock {
 
 template <class T>
@@ -70,7 +75,10 @@ class FdTable {
                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) return nullptr;
     auto* fresh = static_cast<std::atomic<T*>*>(mem);
-    if (chunks_[index].compare_exchange_strong(chunk, fresh, std::memory_order_acq_rel)) return fresh;
+    if (chunks_[index].compare_exchange_strong(chunk, fresh, std::memory_order_acq_rel)) {
+      if (__lsan_register_root_region != nullptr) __lsan_register_root_region(mem, sizeof(std::atomic<T*>) * kChunkSlots);
+      return fresh;
+    }
     ::munmap(mem, sizeof(std::atomic<T*>) * kChunkSlots);  // another thread won the race
     return chunk;
   }
