@@ -276,7 +276,9 @@ bool StreamChannel::all_sent() const {
 
 // ------------------------------------------------------------------- read --
 
-size_t StreamChannel::readable_bytes() const { return error_ != 0 ? 0 : static_cast<size_t>(ring_.available()); }
+size_t StreamChannel::readable_bytes() const {
+  return error_ != 0 && !ended_in_order() ? 0 : static_cast<size_t>(ring_.available());
+}
 
 bool StreamChannel::readable() const { return error_ != 0 || peer_fin_ || ring_.available() > 0; }
 
@@ -284,14 +286,18 @@ bool StreamChannel::writable() const { return error_ != 0 || write_shut_ || writ
 
 core::Result<size_t> StreamChannel::read(const iovec* iov, int count, bool peek) {
   using R = core::Result<size_t>;
-  if (error_ != 0) return R::fail(error_);
+  // After the peer's FIN everything it wrote is in the ring (writes land in
+  // order): see ended_in_order().
+  if (error_ != 0 && !ended_in_order()) return R::fail(error_);
   if (!started_) return R::fail(ENOTCONN);
   size_t total = iov_total(iov, count);
   if (total == 0) return R::ok(0);
   if (ring_.available() == 0) {
-    core::Result<int> progressed = progress();
-    if (!progressed) return R::fail(progressed.error());
-    if (error_ != 0) return R::fail(error_);
+    if (error_ == 0) {
+      core::Result<int> progressed = progress();
+      if (!progressed) return R::fail(progressed.error());
+    }
+    if (error_ != 0 && !ended_in_order()) return R::fail(error_);
     if (ring_.available() == 0) return peer_fin_ ? R::ok(0) : R::fail(EAGAIN);
   }
   uint64_t length = ring_.available() < total ? ring_.available() : total;
@@ -562,6 +568,7 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
     case ImmediateType::kControl:
       if (wc.byte_len != 0) return violation("CONTROL with a payload");
       if (immediate.value == static_cast<uint32_t>(ControlCode::kReset)) {
+        peer_broke_ = true;
         fail(ECONNRESET, "reset by the peer");
         return;
       }
@@ -658,6 +665,7 @@ void StreamChannel::fail(int error, const char* why) {
 
 void StreamChannel::violation(const char* why) {
   VSOCK_LOG(kWarn, "stream: QP %u: protocol violation by the peer: %s; connection reset", qp_.qpn(), why);
+  peer_broke_ = true;
   fail(ECONNRESET, why);
 }
 

@@ -187,6 +187,11 @@ class StreamChannel {
   int error() const { return error_; }        // 0, or what every call now returns
   const char* failure() const { return failure_; }  // why (static text), or ""
   bool peer_finished() const { return peer_fin_; }
+  // The peer's FIN came, and no violation or RESET of the peer's since: a
+  // later failure (the peer's process exited, the queue pair disconnected
+  // or flushed) takes nothing away, so read() still hands out the ring and
+  // then the end of stream.
+  bool ended_in_order() const { return peer_fin_ && !peer_broke_; }
   bool write_shut() const { return write_shut_; }
   // Every accepted byte has been posted and acknowledged, and the FIN too
   // after shutdown_write(). (Without a FIN, an unsignalled tail is only
@@ -260,6 +265,7 @@ class StreamChannel {
   bool fin_pending_ = false;
   bool fin_posted_ = false;
   bool peer_fin_ = false;
+  bool peer_broke_ = false;  // a protocol violation or a RESET from the peer
   int error_ = 0;
   const char* failure_ = "";
 };

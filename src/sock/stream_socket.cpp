@@ -151,6 +151,9 @@ void StreamSocket::take_peer_switch() {
 void StreamSocket::advance() {
   if (!channel_ || kernel_only()) return;
   if (channel_->has_message()) take_peer_switch();
+  // The peer ended in order before the channel failed: reads drain the ring
+  // and see the end of stream (error_locked() agrees); writes fail.
+  if (channel_ && channel_->error() != 0 && channel_->ended_in_order() && reader_.on_ring()) return;
   if (channel_ && channel_->error() != 0 && error_ == 0) {
     UpgradePhase phase = upgrade_.phase();
     if (phase != UpgradePhase::kFallback && phase != UpgradePhase::kFailed)
@@ -162,6 +165,10 @@ void StreamSocket::advance() {
 
 void StreamSocket::on_transport_lost() {
   if (kernel_only()) return;
+  // The peer's last writes and its FIN may still wait in the completion
+  // queue (a peer that closes and exits disconnects right after them):
+  // take them before judging.
+  if (channel_ && channel_->started() && channel_->error() == 0) channel_->progress();
   // After an orderly end (the peer's FIN came first) reads still see the
   // data and the end of stream; only a write finds the connection gone.
   if (channel_ && channel_->started() && channel_->peer_finished()) {
