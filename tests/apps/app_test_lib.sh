@@ -4,6 +4,8 @@
 # on $VSOCK_TEST_ADDR (default 127.0.0.1), keeps its files in a temp dir under
 # /tmp, bounds every wait, and kills the servers it started by PID on exit.
 # Exit codes: 0 pass, 1 fail, 77 skipped (a program is not installed).
+# The *_device.sh scripts run inside the Soft-RoCE VM (tests/rxe/) on its
+# address and also run each program without the library (app_library off).
 
 set -u
 export TMPDIR=${TMPDIR:-/tmp}
@@ -13,6 +15,19 @@ APP_ADDR=${VSOCK_TEST_ADDR:-127.0.0.1}
 APP_PYTHON=/usr/bin/python3
 APP_SERVER_PIDS=()
 APP_WORK=""
+APP_WITH_LIBRARY=1
+
+# app_library on|off: whether app_preloaded and app_start_server load the
+# library (off: the same programs on the kernel alone, for comparison).
+# APP_ENV is the env(1) command line that does it.
+APP_ENV=()
+app_library() {
+  case $1 in
+    on) APP_WITH_LIBRARY=1; APP_ENV=(env LD_PRELOAD="$VSOCK_PRELOAD" VSOCK_STATS=1 VSOCK_LOG_LEVEL=info) ;;
+    off) APP_WITH_LIBRARY=0; APP_ENV=(env -u LD_PRELOAD -u VSOCK_STATS) ;;
+    *) app_fail "usage: app_library on|off" ;;
+  esac
+}
 
 app_log() { echo "[$(date +%T)] $*"; }
 
@@ -113,6 +128,7 @@ app_init() {
     [ -f "$lib" ] || app_fail "preload library $lib does not exist (build first)"
   done
   unset VSOCK_LOG_FILE
+  app_library on
   APP_WORK=$(mktemp -d "/tmp/vsock-app-$1.XXXXXX") || app_fail "mktemp failed"
   trap app_on_exit EXIT
   trap 'exit 130' INT TERM
@@ -185,8 +201,7 @@ app_wait_port() {
 app_preloaded() {
   local log=$1
   shift
-  timeout -k 5 "${VSOCK_APP_CLIENT_TIMEOUT:-120}" \
-    env LD_PRELOAD="$VSOCK_PRELOAD" VSOCK_STATS=1 VSOCK_LOG_LEVEL=info "$@" 2>>"$log"
+  timeout -k 5 "${VSOCK_APP_CLIENT_TIMEOUT:-120}" "${APP_ENV[@]}" "$@" 2>>"$log"
 }
 
 # app_start_server NAME PROTO CMD...: starts CMD (which must contain the word
@@ -206,8 +221,7 @@ app_start_server() {
     # timeout bounds the server's life even if this script is SIGKILLed; it
     # forwards our SIGTERM/SIGINT to the server.
     timeout -k 5 "${VSOCK_APP_SERVER_TIMEOUT:-300}" \
-      env LD_PRELOAD="$VSOCK_PRELOAD" VSOCK_STATS=1 VSOCK_LOG_LEVEL=info \
-      "${cmd[@]}" >>"$APP_WORK/$name.log" 2>&1 </dev/null &
+      "${APP_ENV[@]}" "${cmd[@]}" >>"$APP_WORK/$name.log" 2>&1 </dev/null &
     APP_PID=$!
     APP_SERVER_PIDS+=("$APP_PID")
     APP_PORT=$port
@@ -230,4 +244,56 @@ app_expect_loaded() {
   grep -Eq "libvsock\[[0-9]+\]: stats:.* $counter=[1-9]" "$log" ||
     app_fail "$what: no stats line with $counter>=1 in $(basename "$log")"
   app_log "$what: library loaded, $(grep -Eo "stats:.* $counter=[0-9]+" "$log" | grep -Eo "$counter=[0-9]+" | sort -t= -k2 -n | tail -n1)"
+}
+
+# app_stats LOG: reads every "libvsock[pid]: stats:" line of LOG into
+# APP_STATS[counter] (summed over the processes that logged there), with one
+# awk: forks are slow in the emulated VM. Returns 1 when LOG has no stats line.
+declare -A APP_STATS=()
+app_stats() {
+  local sums name value
+  APP_STATS=()
+  sums=$(awk '/libvsock\[[0-9]+\]: stats:/ {
+      for (i = 1; i <= NF; i++) if (split($i, kv, "=") == 2 && kv[2] ~ /^[0-9]+$/) sum[kv[1]] += kv[2]
+    } END { for (k in sum) print k, sum[k] }' "$1" 2>/dev/null)
+  [ -n "$sums" ] || return 1
+  while read -r name value; do APP_STATS[$name]=$value; done <<<"$sums"
+}
+
+# app_expect_rdma LOG WHAT UPGRADES DIR MIN: the process(es) whose stderr went
+# to LOG upgraded at least UPGRADES connections and moved at least MIN bytes
+# in direction DIR (sent|received) over RDMA, and at least 9 times what went
+# that way over TCP (only what precedes the switch may use TCP).
+app_expect_rdma() {
+  local log=$1 what=$2 upgrades=$3 dir=$4 min=$5 done rdma tcp name summary=""
+  app_stats "$log" || app_fail "$what: no stats line in $(basename "$log") (did it exit cleanly?)"
+  for name in tcp_bytes_sent tcp_bytes_received rdma_bytes_sent rdma_bytes_received upgrade_attempts upgrades_done \
+      upgrade_resets; do
+    summary="$summary $name=${APP_STATS[$name]:-0}"
+  done
+  for name in "${!APP_STATS[@]}"; do
+    [[ $name == fallback_* && ${APP_STATS[$name]} -gt 0 ]] && summary="$summary $name=${APP_STATS[$name]}"
+  done
+  app_log "$what:$summary"
+  done=${APP_STATS[upgrades_done]:-0}
+  rdma=${APP_STATS[rdma_bytes_$dir]:-0}
+  tcp=${APP_STATS[tcp_bytes_$dir]:-0}
+  [ "$done" -ge "$upgrades" ] || app_fail "$what: upgrades_done=$done, expected at least $upgrades"
+  [ "$rdma" -ge "$min" ] || app_fail "$what: rdma_bytes_$dir=$rdma, expected at least $min"
+  [ "$rdma" -ge $((tcp * 9)) ] || app_fail "$what: rdma_bytes_$dir=$rdma but tcp_bytes_$dir=$tcp: the data went over TCP"
+}
+
+# app_device_init: for the *_device.sh scripts. They need the device's
+# address (rdma_cm cannot use 127.0.0.1); ctest runs them through
+# tests/rxe/with-device.sh and tests/upgrade/on_device_address.sh. Under TCG
+# an upgrade often takes longer than the default upgrade_timeout_ms (200 ms:
+# rdma_cm's first connect in a process alone takes 40-100 ms there, see
+# tests/rxe/README.md), and a connection that times out stays on TCP and
+# makes the peer skipped for peer_fail_cache_s, so these tests allow 2 s.
+app_device_init() {
+  case $APP_ADDR in
+    127.* | ::1) app_fail "VSOCK_TEST_ADDR is $APP_ADDR: run through tests/rxe/with-device.sh tests/upgrade/on_device_address.sh" ;;
+  esac
+  export VSOCK_UPGRADE_TIMEOUT_MS=${VSOCK_UPGRADE_TIMEOUT_MS:-2000}
+  app_log "device address $APP_ADDR, VSOCK_UPGRADE_TIMEOUT_MS=$VSOCK_UPGRADE_TIMEOUT_MS"
 }
