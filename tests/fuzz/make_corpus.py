@@ -44,6 +44,10 @@ def bound(nonce):
     return b"VSKB" + bytes([1, 0, 0, 0]) + struct.pack(">Q", nonce)
 
 
+def revert(nonce, ring_written, ring_consumed):
+    return b"VSKR" + bytes([1, 0, 0, 0]) + struct.pack(">QQQ", nonce, ring_written, ring_consumed)
+
+
 def sockaddr_in(ip, port):  # struct sockaddr_in, host-order family (x86-64)
     return struct.pack("<H", socket.AF_INET) + struct.pack(">H", port) + socket.inet_pton(socket.AF_INET, ip) + bytes(8)
 
@@ -120,6 +124,12 @@ SEEDS = {
         "bound": bound(0x1122334455667788),
         "padded_recv": bound(9) + bytes(48),
         "switch_magic": b"VSKS" + bound(1)[4:],
+    },
+    "fuzz_revert_message": {
+        "revert": revert(0x1122334455667788, 0x100000002, 0x30004),
+        "nothing_in_rings": revert(5, 0, 0),
+        "padded_recv": revert(7, 1 << 20, 12345) + bytes(32),
+        "bound_magic": b"VSKB" + revert(1, 2, 3)[4:],
     },
     "fuzz_remote_ring": {
         # Write, credit, write across the end of the ring, credit it all.

@@ -11,6 +11,8 @@ inline constexpr uint32_t kUpgradeMagic = 0x56534B31;
 inline constexpr uint32_t kSwitchMagic = 0x56534B53;
 // "VSKB": Bound, the server's first SEND: accept() has returned the socket.
 inline constexpr uint32_t kBoundMagic = 0x56534B42;
+// "VSKR": Revert, a side's last SEND: it goes back to TCP (fork, SCM_RIGHTS).
+inline constexpr uint32_t kRevertMagic = 0x56534B52;
 // The only version this code speaks. A peer of another version is refused
 // (and stays on TCP) rather than half-understood.
 inline constexpr uint8_t kProtocolVersion = 1;
