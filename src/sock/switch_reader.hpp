@@ -4,6 +4,12 @@
 // ring begins. For each read it plans where the bytes come from: up to two
 // pieces, TCP first, then the ring — a read may straddle the boundary.
 //
+// After a Revert from the peer (docs/protocol.md §5: it handed the
+// connection to another process) the stream has a third part: TCP up to
+// the Switch's count, the ring up to the Revert's count, then TCP again
+// to the end. A Revert without a Switch before it means the peer never
+// switched: everything is on TCP.
+//
 // Pure bookkeeping, no I/O: the caller performs the plan and reports what
 // the kernel delivered. The peer chooses `count`, so every report is checked
 // against it: a count below what was already read, a Switch after TCP ended
@@ -25,7 +31,9 @@ namespace vsock::sock {
 //   2. only if that delivered all tcp_length bytes, read up to ring_length
 //      bytes from the ring (peek if !consume). A short TCP piece ends the
 //      read there: the ring's bytes come after the missing TCP ones.
-// Report consumed TCP bytes with on_tcp_read() (not when peeking).
+// Report consumed TCP bytes with on_tcp_read() and ring bytes with
+// on_ring_read() (not when peeking). After a Revert a read that reaches the
+// end of the ring part ends there (a short read); the next one plans TCP.
 struct ReadPlan {
   size_t tcp_length = 0;
   int tcp_flags = 0;
@@ -74,6 +82,16 @@ class SwitchReader {
   // never come. Nothing changes on failure.
   core::Result<bool> on_switch(uint64_t count);
 
+  // The application consumed `bytes` from the ring. EPROTO after a Revert
+  // if that goes beyond its count (nothing is counted then).
+  core::Result<bool> on_ring_read(uint64_t bytes);
+
+  // The peer's Revert arrived: it wrote `ring_total` bytes into the ring
+  // in all and writes on TCP from now on. EPROTO for a second Revert, a
+  // nonzero count without a Switch before it, or a count below the ring
+  // bytes already consumed. Nothing changes on failure.
+  core::Result<bool> on_revert(uint64_t ring_total);
+
   // The kernel recv returned 0 (end of file). ECONNRESET after the Switch
   // if fewer than `count` bytes were read: the stream is broken.
   core::Result<TcpEnd> on_tcp_eof();
@@ -81,8 +99,10 @@ class SwitchReader {
   // FIONREAD / readability: the bytes one read could return now, given
   // what the kernel socket and the ring hold. TCP bytes count up to the
   // switch point; the ring's only once every TCP byte before them is
-  // available (a read cannot skip a gap). EPROTO if the kernel holds more
-  // than the peer's count allows. Before the Switch, the kernel's alone.
+  // available (a read cannot skip a gap). Kernel bytes past the count
+  // count only once a Revert has said where the ring part ends (they are
+  // the peer's writes after it, and may arrive before the Revert does).
+  // Before the Switch, the kernel's alone.
   core::Result<uint64_t> readable_bytes(uint64_t kernel_available, uint64_t ring_available) const;
 
   bool switch_known() const { return switch_known_; }
@@ -92,13 +112,25 @@ class SwitchReader {
   // TCP bytes still to come: count - read after the Switch, UINT64_MAX before.
   uint64_t tcp_remaining() const;
   // Every read now comes from the ring.
-  bool on_ring() const { return switch_known_ && tcp_read_ == switch_count_; }
+  bool on_ring() const { return switch_known_ && tcp_read_ == switch_count_ && !tcp_again(); }
   bool tcp_ended() const { return tcp_eof_; }
+  bool reverted() const { return reverted_; }
+  uint64_t ring_read() const { return ring_read_; }
+  // Ring bytes still to read after a Revert; UINT64_MAX before one.
+  uint64_t ring_left() const { return reverted_ ? ring_total_ - ring_read_ : UINT64_MAX; }
+  // After a Revert, once the TCP part and the ring part are read: every
+  // read comes from TCP again, to the end of the stream.
+  bool tcp_again() const {
+    return reverted_ && ring_read_ == ring_total_ && (!switch_known_ || tcp_read_ == switch_count_);
+  }
 
  private:
   uint64_t tcp_read_ = 0;
   uint64_t switch_count_ = 0;
+  uint64_t ring_read_ = 0;
+  uint64_t ring_total_ = 0;  // the Revert's count
   bool switch_known_ = false;
+  bool reverted_ = false;
   bool tcp_eof_ = false;
 };
 

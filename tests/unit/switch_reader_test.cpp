@@ -192,10 +192,12 @@ TEST(SwitchReader, ReadableBytes) {
   EXPECT_EQ(reader.readable_bytes(5, 100).value(), 5u);     // a gap before the ring
   EXPECT_EQ(reader.readable_bytes(20, 100).value(), 120u);  // contiguous
   EXPECT_EQ(reader.readable_bytes(20, 0).value(), 20u);
-  EXPECT_EQ(reader.readable_bytes(21, 0).error(), EPROTO);  // more than the count allows
+  // More than the count: the peer's TCP bytes after a Revert still on its
+  // way; they come after ring bytes not all known yet, so they do not count.
+  EXPECT_EQ(reader.readable_bytes(21, 0).value(), 20u);
   ASSERT_TRUE(reader.on_tcp_read(20));
   EXPECT_EQ(reader.readable_bytes(0, 7).value(), 7u);
-  EXPECT_EQ(reader.readable_bytes(1, 7).error(), EPROTO);
+  EXPECT_EQ(reader.readable_bytes(1, 7).value(), 7u);
 }
 
 TEST(SwitchReader, HugeCountsDoNotWrap) {

@@ -54,5 +54,27 @@ TEST(SwitchWriter, CountSaturates) {
   EXPECT_EQ(writer.tcp_written(), UINT64_MAX);
 }
 
+// After a revert (docs/protocol.md §5) TCP is the only path again.
+TEST(SwitchWriter, RevertAfterTheSwitchAllowsTcpAgain) {
+  SwitchWriter writer;
+  ASSERT_TRUE(writer.on_tcp_written(5));
+  ASSERT_TRUE(writer.switch_now());
+  EXPECT_FALSE(writer.tcp_allowed());
+  ASSERT_TRUE(writer.revert());
+  EXPECT_TRUE(writer.tcp_allowed());
+  EXPECT_TRUE(writer.reverted());
+  ASSERT_TRUE(writer.on_tcp_written(3));
+  EXPECT_EQ(writer.revert().error(), EALREADY);
+}
+
+TEST(SwitchWriter, NoSwitchAfterARevert) {
+  SwitchWriter writer;
+  ASSERT_TRUE(writer.revert());
+  EXPECT_TRUE(writer.tcp_allowed());
+  EXPECT_EQ(writer.switch_now().error(), ECANCELED);
+  EXPECT_FALSE(writer.switched());
+  ASSERT_TRUE(writer.on_tcp_written(1));
+}
+
 }  // namespace
 }  // namespace vsock::sock
