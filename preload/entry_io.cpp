@@ -11,6 +11,7 @@
 
 #include "core/stats.hpp"
 #include "preload/entry_common.hpp"
+#include "sock/stream_handoff.hpp"
 
 using namespace vsock;
 using vsock::preload::real;
@@ -82,7 +83,16 @@ VSOCK_EXPORT ssize_t sendto(int fd, const void* buf, size_t len, int flags, cons
   return stream_send(route.stream(), fd, &iov, 1, flags);
 }
 
+// A socket passed with SCM_RIGHTS may be used by the receiving process:
+// an upgraded connection goes back to TCP first (docs/protocol.md §5).
+static void hand_off_passed(const msghdr* msg) {
+  if (msg == nullptr || msg->msg_controllen == 0 || sys::in_library()) return;
+  preload::ErrnoKeeper keep;
+  sock::hand_off_passed_fds(msg->msg_control, msg->msg_controllen);
+}
+
 VSOCK_EXPORT ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
+  hand_off_passed(msg);
   Route route(fd);
   if (route.stream() == nullptr) return route.count_sent(real().sendmsg(fd, msg, flags));
   int count = iov_count(msg->msg_iovlen);
@@ -94,6 +104,7 @@ VSOCK_EXPORT ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
 }
 
 VSOCK_EXPORT int sendmmsg(int fd, mmsghdr* msgs, unsigned int count, int flags) {
+  for (unsigned int i = 0; msgs != nullptr && i < count; ++i) hand_off_passed(&msgs[i].msg_hdr);
   Route route(fd);
   if (route.stream() == nullptr) return static_cast<int>(route.count_sent(real().sendmmsg(fd, msgs, count, flags)));
   // As the kernel: the messages sent, or the first error if none was.

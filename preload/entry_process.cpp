@@ -6,27 +6,53 @@
 #include "core/log.hpp"
 #include "core/stats.hpp"
 #include "preload/entry_common.hpp"
+#include "sock/stream_handoff.hpp"
 #include "sock/stream_hooks.hpp"
 #include "vsock/vsock.h"
 
 using namespace vsock;
 using vsock::preload::real;
 
+// Both processes may use every socket after a fork: upgraded connections go
+// back to TCP first (docs/protocol.md §5), and stay locked across the fork
+// so the child copies none of them half-changed.
 VSOCK_EXPORT pid_t fork(void) {
+  sock::HandoffHold hold;
+  if (!sys::in_library()) sock::hand_off_all_streams(&hold);
   pid_t pid = real().fork();
+  int saved = errno;
+  hold.release(pid == 0);
   if (pid > 0) core::stat_add(core::Stat::forks);
+  errno = saved;
   return pid;
 }
 
 VSOCK_EXPORT int daemon(int nochdir, int noclose) {
-  // glibc's daemon() forks internally, past our fork(); count it here.
+  // glibc's daemon() forks internally, past our fork(): the child goes on
+  // with the sockets.
+  if (!sys::in_library()) {
+    sock::HandoffHold hold;
+    sock::hand_off_all_streams(&hold);
+  }
   int rc = real().daemon(nochdir, noclose);
   if (rc == 0) core::stat_add(core::Stat::forks);
   return rc;
 }
 
-// Called by the vfork trampoline; not exported (hidden by the version script).
-extern "C" void* vsock_real_vfork_address(void) { return reinterpret_cast<void*>(real().vfork); }
+// Called by the vfork trampoline before it jumps to the real vfork; not
+// exported (hidden by the version script). The child shares our memory
+// until it execs, and the program it execs knows nothing of the rings: the
+// connections go back to TCP here, in the parent, before the vfork.
+extern "C" void* vsock_real_vfork_address(void) {
+  if (!sys::in_library()) {
+    int saved = errno;
+    sock::HandoffHold hold;
+    sock::hand_off_all_streams(&hold);
+    hold.release(false);
+    errno = saved;
+  }
+  return reinterpret_cast<void*>(real().vfork);
+}
 
 namespace {
 

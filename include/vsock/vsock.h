@@ -51,6 +51,8 @@ struct vsock_stats {
   uint64_t fallback_local_error;
   uint64_t fallback_peer_closed;
   uint64_t fallback_transport_error;
+  uint64_t reverts_sent;       /* connections handed to another process: back to TCP (fork, SCM_RIGHTS) */
+  uint64_t reverts_received;   /* peers that went back to TCP */
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

@@ -180,7 +180,7 @@ core::Result<size_t> StreamChannel::write(const iovec* iov, int count) {
   using R = core::Result<size_t>;
   if (error_ != 0) return R::fail(error_);
   if (!started_) return R::fail(ENOTCONN);
-  if (write_shut_) return R::fail(EPIPE);
+  if (write_shut_ || sending_stopped_) return R::fail(EPIPE);
   size_t total = iov_total(iov, count);
   if (total == 0) return R::ok(0);
   if (write_space() == 0) {
@@ -244,6 +244,10 @@ Status StreamChannel::shutdown_write() {
 
 Status StreamChannel::abort() {
   if (error_ != 0) return rdma::ok_status();
+  if (sending_stopped_) {  // the connection went back to TCP: the kernel's close says it
+    fail(ECONNRESET, "aborted locally");
+    return rdma::ok_status();
+  }
   if (!started_ || sq_.room() == 0) {
     fail(ECONNRESET, "aborted locally");
     return rdma::ok_status();
@@ -272,6 +276,34 @@ bool StreamChannel::all_sent() const {
   // what matters is that the FIN, and so everything before it, completed.
   if (fin_posted_) return sq_.completed() > fin_sequence_;
   return sq_.outstanding() == 0;
+}
+
+// ------------------------------------------------------- back to TCP (§5) --
+
+core::Result<size_t> StreamChannel::stop_writing(uint64_t peer_consumed, std::vector<uint8_t>* unsent) {
+  using R = core::Result<size_t>;
+  if (!started_) return peer_consumed == 0 ? R::ok(0) : R::fail(EPROTO);
+  const rdma::RingIndex& index = remote_.index();
+  // Unsigned distances from the credited head: right across counter wrap.
+  if (peer_consumed - index.head() > index.used()) return R::fail(EPROTO);
+  const uint64_t capacity = remote_.capacity();
+  const uint64_t end = index.tail() + staged_;
+  const uint64_t length = end - peer_consumed;  // <= capacity: staged bytes had credit
+  const size_t before = unsent->size();
+  unsent->resize(before + static_cast<size_t>(length));
+  uint8_t* out = unsent->data() + before;
+  for (uint64_t position = peer_consumed; position != end;) {
+    const uint64_t offset = position & (capacity - 1);
+    const uint64_t to_end = capacity - offset;
+    const uint64_t piece = end - position < to_end ? end - position : to_end;
+    std::memcpy(out, send_buffer_.data() + offset, static_cast<size_t>(piece));
+    out += piece;
+    position += piece;
+  }
+  staged_ = 0;
+  fin_pending_ = false;
+  sending_stopped_ = true;
+  return R::ok(static_cast<size_t>(length));
 }
 
 // ------------------------------------------------------------------- read --
@@ -322,7 +354,7 @@ core::Result<size_t> StreamChannel::read(void* data, size_t length, bool peek) {
 // ---------------------------------------------------------------- sending --
 
 void StreamChannel::pump_sends(bool force_flush) {
-  if (!started_ || error_ != 0) return;
+  if (!started_ || error_ != 0 || sending_stopped_) return;
   PostBatch batch(*this);
   queue_credit(batch);
   queue_data(batch, force_flush || fin_pending_);
@@ -468,9 +500,12 @@ Status StreamChannel::send_message(const void* data, size_t length) {
     message_sequence_ = wr.wr_id;
     message_slot_used_ = true;
   }
+  const uint64_t sequence = wr.wr_id;
   batch.post();
   if (error_ != 0) return Status::fail(error_);
   ++counters_.messages_sent;
+  ++messages_posted_;
+  last_message_sequence_ = sequence;
   return rdma::ok_status();
 }
 
@@ -479,17 +514,21 @@ core::Result<size_t> StreamChannel::take_message(void* out, size_t capacity) {
   // A message that arrived before a failure is still taken, like the data
   // after it: the peer's Switch, its data and FIN can all be in the queue
   // when its process exits, ahead of the flushed receives.
-  if (error_ != 0 && inbox_length_ == 0) return R::fail(error_);
-  if (inbox_length_ == 0) {
+  if (error_ != 0 && inbox_count_ == 0) return R::fail(error_);
+  if (inbox_count_ == 0) {
     core::Result<int> progressed = progress();
     if (!progressed) return R::fail(progressed.error());
-    if (error_ != 0) return R::fail(error_);
-    if (inbox_length_ == 0) return R::fail(EAGAIN);
+    if (error_ != 0 && inbox_count_ == 0) return R::fail(error_);
+    if (inbox_count_ == 0) return R::fail(EAGAIN);
   }
-  if (capacity < inbox_length_) return R::fail(EMSGSIZE);
-  size_t length = inbox_length_;
-  std::memcpy(out, inbox_, length);
-  inbox_length_ = 0;
+  if (capacity < inbox_length_[0]) return R::fail(EMSGSIZE);
+  size_t length = inbox_length_[0];
+  std::memcpy(out, inbox_[0], length);
+  for (size_t i = 1; i < inbox_count_; ++i) {
+    std::memcpy(inbox_[i - 1], inbox_[i], inbox_length_[i]);
+    inbox_length_[i - 1] = inbox_length_[i];
+  }
+  --inbox_count_;
   return R::ok(length);
 }
 
@@ -583,11 +622,13 @@ void StreamChannel::receive_message(const uint8_t* slot, uint32_t length) {
   // A longer SEND cannot complete (it overflows the slot: a local length
   // error); checked anyway, the copy must not trust the device either.
   if (length == 0 || length > kControlMessageMax) return violation("a message of a bad length");
-  // The protocol sends exactly one message per direction (the Switch), so
-  // a second one while the first has not been taken is the peer's fault.
-  if (inbox_length_ != 0) return violation("a second message before the first was taken");
-  std::memcpy(inbox_, slot, length);
-  inbox_length_ = length;
+  // A direction sends at most two messages (Bound or Switch, then a
+  // Revert), so a third one while those have not been taken is the
+  // peer's fault.
+  if (inbox_count_ == kInboxDepth) return violation("a message more than the inbox holds");
+  std::memcpy(inbox_[inbox_count_], slot, length);
+  inbox_length_[inbox_count_] = length;
+  ++inbox_count_;
   ++counters_.messages_received;
 }
 
@@ -654,7 +695,9 @@ void StreamChannel::fail(int error, const char* why) {
   if (error_ != 0) return;
   error_ = error;
   failure_ = why;
-  staged_ = 0;
+  // Bytes write() took and did not post stay in the send buffer (nothing
+  // posts them now): a peer that went back to TCP gets them there
+  // (stop_writing()).
   fin_pending_ = false;
   VSOCK_LOG(kInfo, "stream: QP %u failed: %s", qp_.qpn(), why);
   // In the error state the peer can write nothing more into the ring, and
@@ -669,7 +712,7 @@ void StreamChannel::violation(const char* why) {
   // Nothing from a broken peer is taken any more: its message, the bytes
   // it wrote and its FIN are dropped (a transport failure or RESET keeps
   // them): the stream ends in ECONNRESET.
-  inbox_length_ = 0;
+  inbox_count_ = 0;
   ring_.consume(ring_.available());
   peer_fin_ = false;
 }

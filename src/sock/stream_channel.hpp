@@ -23,7 +23,9 @@
 // bytes went to the ring), a SEND lands there and is copied into a
 // one-message inbox (take_message()). Messages are taken in from
 // post_initial_receives() on, before start(): the server learns the
-// client's ring from its Switch. Each immediate is parsed and checked
+// client's ring from its Switch. The inbox holds kInboxDepth messages:
+// a direction sends at most Bound or Switch, then a Revert (§5), and the
+// second may arrive before the first was taken. Each immediate is parsed and checked
 // against the ring before it counts; consumed bytes go back as CREDIT
 // (CreditReturn). FIN ends the stream after the data before it; RESET, a
 // transport error or any protocol violation fails the channel: ECONNRESET
@@ -89,6 +91,8 @@ class StreamChannel {
   // The largest two-sided message either way: the size of a receive slot.
   // The Switch (wire::kSwitchMessageSize, 40 bytes) fits.
   static constexpr size_t kControlMessageMax = 64;
+  // Messages received and not yet taken, at most (a third is a violation).
+  static constexpr size_t kInboxDepth = 2;
 
   // Creates the queue pair (in RESET), its CQ and completion channel, its
   // own protection domain (so no other connection's memory is reachable
@@ -157,8 +161,11 @@ class StreamChannel {
   rdma::Status send_message(const void* data, size_t length);
   // A received message waits in the inbox until taken; progress() fills
   // it, also before start().
-  bool has_message() const { return inbox_length_ != 0; }
-  // Copies the message into `out` and empties the inbox; its length.
+  bool has_message() const { return inbox_count_ != 0; }
+  // Whether the last message send_message() posted has completed (the
+  // peer's device acknowledged it: it is in the peer's completion queue).
+  bool message_delivered() const { return messages_posted_ != 0 && sq_.completed() > last_message_sequence_; }
+  // Copies the oldest message into `out` and takes it out of the inbox; its length.
   // EAGAIN when none has arrived, EMSGSIZE (inbox kept) when capacity is
   // smaller than the message, the channel's error once it has failed and
   // the inbox is empty (a message that came before a transport failure is
@@ -203,6 +210,29 @@ class StreamChannel {
   uint64_t peer_ring_capacity() const { return remote_.capacity(); }
   const SendQueueTracker& send_queue() const { return sq_; }
   uint64_t peer_in_flight() const { return remote_.in_flight(); }  // written, not yet credited
+  // Bytes posted into the peer's ring in all (the ring's tail), and bytes
+  // write() took that are not posted yet.
+  uint64_t ring_written() const { return remote_.index().tail(); }
+  uint64_t unposted_bytes() const { return staged_; }
+  // Bytes of our own ring the application consumed in all.
+  uint64_t ring_consumed() const { return ring_.index().head(); }
+
+  // --- going back to TCP (docs/protocol.md §5) ---------------------------
+  // The peer's application consumed `peer_consumed` bytes of this
+  // direction and gave its ring up: stops writing for good (no data, FIN
+  // or credit is posted any more; write() says EPIPE) and appends to
+  // `unsent` every byte write() took beyond that point — posted or not —
+  // for the caller to send on TCP. They are all still in the send buffer:
+  // it mirrors the peer's ring, and a position is overwritten only after
+  // the peer credited it, and it credits only what it consumed. EPROTO
+  // (nothing changes) if `peer_consumed` is below what it credited or
+  // beyond what was posted. Works on a failed channel too.
+  core::Result<size_t> stop_writing(uint64_t peer_consumed, std::vector<uint8_t>* unsent);
+  // We give the connection up ourselves (our Revert is posted): no data,
+  // FIN or credit is posted any more (send_message() still posts);
+  // completions are still taken.
+  void stop_sending() { sending_stopped_ = true; }
+  bool sending_stopped() const { return sending_stopped_; }
 
  private:
   class PostBatch;
@@ -249,8 +279,12 @@ class StreamChannel {
   // and its slot comes back here once its completion has been handled.
   std::vector<uint32_t> free_slots_;
   uint32_t recv_batch_ = 1;
-  uint8_t inbox_[kControlMessageMax] = {};
-  size_t inbox_length_ = 0;  // 0: empty (an empty message is refused)
+  uint8_t inbox_[kInboxDepth][kControlMessageMax] = {};
+  size_t inbox_length_[kInboxDepth] = {};  // oldest first; an empty message is refused
+  size_t inbox_count_ = 0;
+  uint64_t messages_posted_ = 0;
+  uint64_t last_message_sequence_ = 0;
+  bool sending_stopped_ = false;
   uint64_t message_sequence_ = 0;  // the last message sent through the send slot
   bool message_slot_used_ = false;
   int idle_ms_ = 0;  // slept without a completion since the last one

@@ -13,6 +13,8 @@
 #include "core/stats.hpp"
 #include "sock/signal_restart.hpp"
 #include "sock/wire/bound_message.hpp"
+#include "sock/wire/byte_order.hpp"
+#include "sock/wire/protocol.hpp"
 #include "sock/wire/switch_message.hpp"
 #include "sys/real_calls.hpp"
 #include "sys/reentry_guard.hpp"
@@ -53,7 +55,9 @@ void count_fallback(FallbackReason reason) {
 
 StreamSocket::StreamSocket(UpgradeRole role, uint64_t nonce) : upgrade_(role), nonce_(nonce) {}
 
-StreamSocket::~StreamSocket() = default;
+StreamSocket::~StreamSocket() {
+  if (resend_fd_ >= 0) sys::real().close(resend_fd_);
+}
 
 void StreamSocket::release() {
   if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
@@ -68,7 +72,7 @@ void StreamSocket::apply(UpgradeAction action) {
     case UpgradeAction::kNone:
       break;
     case UpgradeAction::kSendSwitch:
-      send_switch();
+      if (!writer_.reverted()) send_switch();  // after a Revert the connection stays on TCP
       break;
     case UpgradeAction::kSendBound:
       send_bound();
@@ -96,7 +100,8 @@ void StreamSocket::fall_back_now(FallbackReason reason, const char* why) {
   std::unique_lock<std::mutex> held(mu_);
   if (kernel_only()) return;
   // Only while nothing can be in a ring; later the state machine decides.
-  if (upgrade_.committed()) return;
+  // After a Revert the ring part still has to be read.
+  if (upgrade_.committed() || peer_reverted_ || revert_posted_) return;
   VSOCK_LOG(kDebug, "fd %d: stays on TCP: %s", fd_hint_, why);
   count_fallback(reason);
   become_kernel_only();
@@ -150,18 +155,31 @@ void StreamSocket::send_bound() {
   if (!channel_ || !channel_->send_message(bytes, sizeof bytes)) apply(upgrade_.on(UpgradeEvent::kTransportError));
 }
 
-void StreamSocket::take_peer_switch() {
-  uint8_t bytes[64];
-  core::Result<size_t> length = channel_->take_message(bytes, sizeof bytes);
-  if (!length) return;
+void StreamSocket::take_peer_messages() {
+  while (channel_ && !kernel_only() && channel_->has_message()) {
+    uint8_t bytes[StreamChannel::kControlMessageMax];
+    core::Result<size_t> length = channel_->take_message(bytes, sizeof bytes);
+    if (!length) return;
+    if (length.value() >= 4 && wire::load_be32(bytes) == wire::kRevertMagic)
+      take_peer_revert(bytes, length.value());
+    else
+      take_peer_switch(bytes, length.value());
+  }
+}
+
+void StreamSocket::take_peer_switch(const uint8_t* bytes, size_t length) {
+  if (peer_reverted_) {  // nothing comes after a Revert
+    apply(upgrade_.on(UpgradeEvent::kProtocolError));
+    return;
+  }
   if (upgrade_.role() == UpgradeRole::kClient && !upgrade_.switch_sent()) {
     // The server's first message: Bound.
-    core::Result<uint64_t> bound = wire::parse_bound_message(bytes, length.value());
+    core::Result<uint64_t> bound = wire::parse_bound_message(bytes, length);
     bool ok = bound && bound.value() == nonce_;
     apply(upgrade_.on(ok ? UpgradeEvent::kBoundReceived : UpgradeEvent::kProtocolError));
     return;
   }
-  core::Result<wire::SwitchMessage> message = wire::parse_switch_message(bytes, length.value());
+  core::Result<wire::SwitchMessage> message = wire::parse_switch_message(bytes, length);
   if (!message || message.value().nonce != nonce_) {
     apply(upgrade_.on(UpgradeEvent::kProtocolError));
     return;
@@ -180,7 +198,15 @@ void StreamSocket::take_peer_switch() {
 
 void StreamSocket::advance() {
   if (!channel_ || kernel_only()) return;
-  if (channel_->has_message()) take_peer_switch();
+  if (channel_->has_message()) take_peer_messages();
+  if (peer_reverted_) {
+    // The peer's direction is on TCP after the ring part; ours on TCP
+    // after the bytes it gave up. The channel's failure (the peer tore its
+    // side down) no longer matters.
+    flush_resend_locked();
+    return;
+  }
+  if (revert_posted_) return;  // ours: the handoff decides what a failure means
   // A failure after the peer's FIN (its process went after it closed) ends
   // nothing the reader still needs: reads see the data and the end of
   // stream, only writes fail (StreamChannel::write). Not a reset.
@@ -204,6 +230,9 @@ void StreamSocket::on_transport_lost() {
     if (!taken || taken.value() == 0) break;
   }
   if (kernel_only()) return;
+  // After a Revert (either way) the connection is TCP's: tearing the queue
+  // pair down is how the peer says it took ours.
+  if (peer_reverted_ || revert_posted_) return;
   // After an orderly end (the peer's FIN came first) reads still see the
   // data and the end of stream; only a write finds the connection gone.
   if (channel_ && channel_->started() && channel_->peer_finished()) {
@@ -251,13 +280,14 @@ bool StreamSocket::take_so_error(int fd, int* error) {
 int StreamSocket::error_locked() const {
   if (error_ != 0) return error_;
   if (upgrade_.phase() == UpgradePhase::kFailed) return upgrade_.error();
-  if (reader_.on_ring() && writer_.switched() && channel_ && channel_->error() != 0 && !channel_->peer_finished())
+  if (reader_.on_ring() && writer_.switched() && !peer_reverted_ && channel_ && channel_->error() != 0 &&
+      !channel_->peer_finished())
     return channel_->error();
   return 0;
 }
 
 bool StreamSocket::switch_may_come() const {
-  if (kernel_only() || upgrade_.switch_received()) return false;
+  if (kernel_only() || upgrade_.switch_received() || peer_reverted_) return false;
   switch (upgrade_.phase()) {
     case UpgradePhase::kAccepting:
     case UpgradePhase::kEstablished:
@@ -287,6 +317,14 @@ bool StreamSocket::on_last_close() {
     return false;
   }
   progress_locked();
+  if (peer_reverted_) {
+    // On TCP again: the kernel's close ends it, after what the peer gave
+    // up (our own dup keeps the socket open until the engine wrote it).
+    write_shut_ = true;
+    resend_shut_wr_ = true;
+    flush_resend_locked();
+    return resend_pending();
+  }
   // Unread data at close makes the kernel reset the connection; so do we.
   // Unread TCP bytes before the switch point count too: the kernel resets
   // the TCP connection for them, and the peer reads the ring, not TCP.
@@ -308,6 +346,16 @@ bool StreamSocket::on_last_close() {
 
 void StreamSocket::finish_at_exit(int timeout_ms) {
   std::unique_lock<std::mutex> held(mu_);
+  if (!kernel_only() && peer_reverted_) {
+    const int64_t deadline = core::monotonic_ms() + timeout_ms;
+    for (flush_resend_locked(); resend_pending() && core::monotonic_ms() < deadline; flush_resend_locked()) {
+      pollfd pfd{resend_fd_, POLLOUT, 0};
+      held.unlock();
+      sys::real().poll(&pfd, 1, 10);
+      held.lock();
+    }
+    return;
+  }
   if (kernel_only() || !channel_ || !upgrade_.committed() || !writer_.switched()) return;
   channel_->shutdown_write();
   flush_locked(held, timeout_ms);
@@ -343,6 +391,7 @@ bool StreamSocket::close_finished() {
   std::unique_lock<std::mutex> held(mu_);
   if (kernel_only() || !channel_) return true;
   progress_locked();
+  if (peer_reverted_) return !resend_pending();
   if (!channel_ || channel_->error() != 0) return true;
   if (!writer_.switched()) return false;  // the Switch is still due (the server's)
   return channel_->all_sent();

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "core/result.hpp"
 #include "rdma/cm_connection.hpp"
@@ -91,6 +92,9 @@ class StreamSocket {
 
   // --- the side band (UpgradeEngine), under lock() -----------------------
   std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mu_); }
+  // The handoff keeps the lock past lock()'s scope (unique_lock::release)
+  // and gives it back here.
+  void unlock_after_handoff() { mu_.unlock(); }
   UpgradeState& upgrade() { return upgrade_; }
   StreamChannel* channel() { return channel_.get(); }
   void set_channel(std::unique_ptr<StreamChannel> channel) { channel_ = std::move(channel); }
@@ -115,7 +119,32 @@ class StreamSocket {
   // The engine drops the attempt (takes the lock: callers must not hold it).
   void fall_back_now(FallbackReason reason, const char* why);
   int fd_hint() const { return fd_hint_; }
-  void set_fd_hint(int fd) { fd_hint_ = fd; }
+  // Also notes which kernel socket it is (its inode): an fd number may be
+  // closed and reused, and the library writes through a dup of it (§5).
+  void set_fd_hint(int fd);
+
+  // --- handing the connection to another process (docs/protocol.md §5;
+  // stream_socket_revert.cpp). The caller (stream_handoff.cpp) holds
+  // lock() across the three steps, for every socket it hands off at once.
+  // 1. Stops using RDMA: posts our Revert (true: wait for it with
+  //    revert_pending()/revert_poll()), or falls back when nothing of
+  //    ours can be in a ring yet (false). `fd` is an fd of the socket.
+  bool revert_begin(int fd);
+  // 2. Our Revert is posted and neither delivered nor failed yet.
+  bool revert_pending() const;
+  void revert_poll();
+  // 3. Takes what arrived last (a Revert that crossed ours), writes on TCP
+  //    what the peer gave up (by deadline_ms at most), then leaves the
+  //    socket to the kernel. A Revert that could not be delivered, or bytes
+  //    that could not be written in time, reset the TCP connection: the
+  //    other process must not read a stream with a hole.
+  void revert_finish(int fd, int64_t deadline_ms);
+  // In a child of fork(): the channel and rdma_cm objects are the
+  // parent's; forgets them (never destroys: their handles would act on
+  // the parent's resources) and serves the socket from the kernel.
+  void abandon_in_child();
+  // The engine: a peer's Revert left bytes to write on TCP.
+  bool resend_pending() const { return !resend_.empty(); }
 
  private:
   enum class WaitFor : uint8_t { kRead, kWrite };
@@ -129,7 +158,20 @@ class StreamSocket {
   bool ring_readable() const;
   void send_switch();
   void send_bound();
-  void take_peer_switch();
+  // Takes every message the channel holds: Bound, Switch, Revert.
+  void take_peer_messages();
+  void take_peer_switch(const uint8_t* bytes, size_t length);
+  // The peer's Revert (stream_socket_revert.cpp).
+  void take_peer_revert(const uint8_t* bytes, size_t length);
+  // Writes what a peer's Revert left to resend (non-blocking), then a
+  // shutdown(SHUT_WR) that waited for it; leaves the socket to the kernel
+  // once the ring part is read too.
+  void flush_resend_locked();
+  void finish_peer_revert_locked();
+  // Resets the kernel's TCP connection (RST to the peer, ECONNRESET here).
+  void reset_tcp(int fd, const char* why);
+  // A dup of this socket's fd (checked by inode), or -1.
+  int dup_own_fd() const;
   void become_kernel_only();
   void reset_connection(int error, const char* why);
   // Whether a TCP end of file may still be followed by the peer's Switch.
@@ -169,6 +211,15 @@ class StreamSocket {
   bool closing_ = false;
   bool stats_counted_ = false;
   int fd_hint_ = -1;
+  // Going back to TCP (§5).
+  bool revert_posted_ = false;   // our Revert is on the queue pair
+  bool peer_reverted_ = false;   // the peer's Revert was taken
+  bool resend_shut_wr_ = false;  // shutdown(SHUT_WR) waits for resend_
+  std::vector<uint8_t> resend_;  // bytes to write on TCP before any other
+  size_t resend_done_ = 0;
+  int resend_fd_ = -1;           // our own dup of the socket while resend_ waits
+  int last_fd_ = -1;             // the fd of the latest call (may be closed since)
+  uint64_t inode_ = 0;           // the kernel socket's inode (0: unknown)
   uint64_t eagain_count_ = 0;  // for activity()  // the fd at creation (logs, the engine's liveness check)
 };
 

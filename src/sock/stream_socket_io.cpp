@@ -69,11 +69,17 @@ void raise_sigpipe() {
 
 core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count, int flags, bool progress) {
   using R = core::Result<size_t>;
+  last_fd_ = fd;
   if (progress) progress_locked();
   // After a reset the kernel's send reports the error once, then EPIPE.
   if (error_locked() != 0) {
     int error = take_error_locked();
     return R::fail(error != 0 ? error : EPIPE);
+  }
+  if (!kernel_only() && resend_pending()) {
+    // The bytes a peer's Revert gave back to us go first.
+    flush_resend_locked();
+    if (resend_pending()) return R::fail(resend_shut_wr_ ? EPIPE : EAGAIN);
   }
   if (writer_.tcp_allowed() || kernel_only()) {
     msghdr message{};
@@ -192,6 +198,7 @@ core::Result<size_t> StreamSocket::recv_after_reset() {
 
 core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count, int flags) {
   using R = core::Result<size_t>;
+  last_fd_ = fd;
   progress_locked();
   // After a reset the kernel still delivers what it had received, then the
   // error once, then end of stream.
@@ -250,6 +257,8 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
     if (read && read.value() > 0) {
       if (plan.consume) {
         core::stat_transfer(core::Stat::rdma_bytes_received, core::Stat::rdma_receives, read.value());
+        reader_.on_ring_read(read.value());  // within the plan: never past a Revert's count
+        if (peer_reverted_) finish_peer_revert_locked();
       }
       got += read.value();
     } else if (read && read_shut_) {
@@ -317,9 +326,27 @@ core::Result<bool> StreamSocket::shutdown(int fd, int how) {
   std::unique_lock<std::mutex> held(mu_);
   // The kernel socket is shut too: its errors (ENOTCONN, EINVAL) are the
   // answer, and a peer still reading TCP sees the end there.
+  last_fd_ = fd;
+  if (!kernel_only()) progress_locked();
+  if (!kernel_only() && resend_pending() && how != SHUT_RD) {
+    // The kernel's FIN must come after the bytes a peer's Revert gave
+    // back: shut the writing side once they are written.
+    int other = how == SHUT_RDWR ? SHUT_RD : -1;
+    if (other >= 0 && sys::real().shutdown(fd, other) != 0) return R::fail(errno);
+    if (other < 0) {
+      // Still the kernel's checks (ENOTCONN): a zero-length peek at the state.
+      int type = 0;
+      socklen_t len = sizeof type;
+      if (sys::real().getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) return R::fail(errno);
+    }
+    if (how == SHUT_RDWR) read_shut_ = true;
+    write_shut_ = true;
+    resend_shut_wr_ = true;
+    flush_resend_locked();
+    return R::ok(true);
+  }
   if (sys::real().shutdown(fd, how) != 0) return R::fail(errno);
   if (kernel_only()) return R::ok(true);
-  progress_locked();
   if (how == SHUT_RD || how == SHUT_RDWR) read_shut_ = true;
   if (how == SHUT_WR || how == SHUT_RDWR) {
     write_shut_ = true;
@@ -352,6 +379,7 @@ bool StreamSocket::ring_readable() const {
 
 short StreamSocket::poll_events(int fd, short events) {
   std::unique_lock<std::mutex> held(mu_);
+  last_fd_ = fd;
   // Events of the completion channel a sleeper woke for (non-blocking).
   if (channel_ && !kernel_only()) channel_->drain_events();
   progress_locked();
@@ -384,7 +412,8 @@ short StreamSocket::poll_events(int fd, short events) {
   }
   if (read_shut_) ready |= POLLIN | POLLRDHUP;  // as the kernel after our own SHUT_RD
   if (peer_done) ready |= POLLIN | POLLRDHUP;
-  if (writer_.tcp_allowed() ? (kernel.revents & POLLOUT) != 0 : (channel_ && channel_->writable()))
+  if (writer_.tcp_allowed() ? (kernel.revents & POLLOUT) != 0 && !resend_pending()
+                            : (channel_ && channel_->writable()))
     ready |= POLLOUT;
   if (peer_done && write_shut_) ready |= POLLHUP;
   // Until a byte can be in a ring, the kernel's errors are the socket's

@@ -669,6 +669,9 @@ void Engine::check_timers() {
 // the queue pair reports (no cm event wakes the thread for them).
 bool Engine::switch_in_progress(StreamSocket* stream) {
   if (stream->kernel_only()) return false;
+  // A peer's Revert gave bytes back to write on TCP: written here too, as
+  // the kernel would send them while the application does something else.
+  if (stream->resend_pending()) return true;
   const UpgradeState& state = stream->upgrade();
   return state.cm_established() && state.phase() == UpgradePhase::kEstablished;
 }
