@@ -18,10 +18,10 @@ ut_expect_rdma "$@" && expect=1
 # TCP stream programs that move data between two library sockets (threads
 # or processes of the same program). Left out: select_mixed (MSG_OOB on its
 # only TCP pair, which may keep it on TCP), fork_exec, vfork_exec and
-# unix_scm_rights (inherited or passed sockets may fall back), signal_eintr,
+# unix_scm_rights (they hand sockets over before any data), signal_eintr,
 # sockopt_roundtrip, socket_errors, epoll_close (little or no data), udp_*.
 RDMA_PROGRAMS=" tcp_blocking tcp_nonblocking tcp_recv_flags tcp_shutdown msg_iov sendfile_tcp epoll_level
-  epoll_edge fd_dup fortify high_fd select_mixed signal_eintr "
+  epoll_edge fd_dup fortify high_fd select_mixed signal_eintr fork_inflight "
 
 RDMA_PROGRAMS=" $(echo $RDMA_PROGRAMS) "  # one line, single spaces
 
@@ -29,15 +29,8 @@ RDMA_PROGRAMS=" $(echo $RDMA_PROGRAMS) "  # one line, single spaces
 # and their result is printed, but a difference from the kernel does not
 # fail this test (a program that starts to pass is reported too, so the
 # list can shrink). Everything else must match the kernel.
-#  - a socket switched to RDMA and then used by another process (fork,
-#    vfork+exec, SCM_RIGHTS): the ring and queue pair are the first
-#    process's; needs a switch back to TCP at fork/send time (not built).
 #  - an epoll fd inside a poll set does not see upgraded sockets (issue 4).
 declare -A KNOWN_LIMIT=(
-  [fork_exec]="socket used by a forked+exec'd child after the switch"
-  [vfork_exec]="socket used by a vfork+exec'd child after the switch"
-  [poll_mixed]="a forked child sends on a switched socket"
-  [unix_scm_rights]="a switched socket passed to another process with SCM_RIGHTS"
   [epoll_close]="an epoll fd in a poll set does not see upgraded sockets"
 )
 
