@@ -421,7 +421,10 @@ int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
     // A completion already in the queue would not wake the fd.
     pending = channel_->progress().value() > 0;
     if (pending) advance();
-    out[n++] = pollfd{channel_->completion_fd(), POLLIN, 0};
+    // advance() may have left the socket to the kernel (fallback, or the
+    // peer's Revert fully taken): no channel to watch then, and slice 0
+    // makes the caller look again at once.
+    if (channel_ && !kernel_only()) out[n++] = pollfd{channel_->completion_fd(), POLLIN, 0};
   }
   bool transitional = !kernel_only() && upgrade_.phase() != UpgradePhase::kSwitched &&
                       upgrade_.phase() != UpgradePhase::kFailed;

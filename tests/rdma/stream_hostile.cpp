@@ -157,9 +157,11 @@ const Case kCases[] = {
     {"second FIN", 0, 0, false,
      [](Attacker& a) { return write_imm(a, 0, 0, word(kControl, 1)) && write_imm(a, 0, 0, word(kControl, 1)); }},
     {"FIN with a payload", 0, 0, false, [](Attacker& a) { return write_imm(a, 0, 8, word(kControl, 1)); }},
-    // One SEND (the Switch) is allowed; these are not.
-    {"second SEND before the first was taken", 0, 0, false,
-     [](Attacker& a) { return post(a, IBV_WR_SEND, 0, 16, 0) && post(a, IBV_WR_SEND, 0, 16, 0); }},
+    // Two SENDs (Bound or Switch, then Revert) may wait untaken; these are not.
+    {"third SEND before the first two were taken", 0, 0, false,
+     [](Attacker& a) {
+       return post(a, IBV_WR_SEND, 0, 16, 0) && post(a, IBV_WR_SEND, 0, 16, 0) && post(a, IBV_WR_SEND, 0, 16, 0);
+     }},
     {"zero-length SEND", 0, 0, false, [](Attacker& a) { return post(a, IBV_WR_SEND, 0, 0, 0); }},
     {"SEND longer than a receive's slot", 0, 0, false,
      [](Attacker& a) {

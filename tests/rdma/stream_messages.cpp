@@ -15,8 +15,10 @@
 //   invalid        0 bytes, more than kControlMessageMax, no data: EINVAL;
 //                  a queue pair not in RTS: ENOTCONN; nothing there: EAGAIN;
 //                  too small a buffer: EMSGSIZE; the send slot reused
-//   second_message a second message before the first was taken: the
-//                  receiver resets the connection (a violation)
+//   two_messages   two messages before either was taken come out in order
+//   second_message two messages before either was taken wait in the inbox
+//                  (Switch, then Revert) and come out in order; a third
+//                  one is a violation: the receiver resets the connection
 //   recycle        rq_depth 16, 1000 small writes with a message after
 //                  every 200: receives are re-posted many times over, and
 //                  every message still arrives intact (its slot index is
@@ -249,6 +251,30 @@ int case_invalid(int fd, const rdma::Device& device, int role) {
   return barrier(fd, kSyncTimeoutMs) ? 0 : 1;
 }
 
+// Switch then Revert may both arrive before either is taken: in order.
+int case_two_messages(int fd, const rdma::Device& device, int role) {
+  const char* name = "two_messages";
+  auto made = connect_stream(fd, device, base_config(), kProgram);
+  if (!made) return 1;
+  sock::StreamChannel& ch = made.value();
+  CHECK(barrier(fd, kSyncTimeoutMs));
+  Deadline deadline(20);
+  if (role == 0) {
+    CHECK(ch.send_message("first", 5));
+    CHECK(ch.send_message("second", 6));
+  } else {
+    auto two = [](const sock::StreamChannel& c) { return c.counters().messages_received == 2; };
+    CHECK(wait_for(ch, two, deadline));
+    uint8_t message[kMax];
+    core::Result<size_t> got = ch.take_message(message, sizeof message);
+    CHECK(got && got.value() == 5 && std::memcmp(message, "first", 5) == 0);
+    got = ch.take_message(message, sizeof message);
+    CHECK(got && got.value() == 6 && std::memcmp(message, "second", 6) == 0);
+    CHECK(!ch.has_message() && ch.error() == 0);
+  }
+  return barrier(fd, kSyncTimeoutMs) ? 0 : 1;
+}
+
 int case_second_message(int fd, const rdma::Device& device, int role) {
   const char* name = "second_message";
   auto made = connect_stream(fd, device, base_config(), kProgram);
@@ -258,12 +284,18 @@ int case_second_message(int fd, const rdma::Device& device, int role) {
   Deadline deadline(20);
   if (role == 0) {
     CHECK(ch.send_message("first", 5));
-    CHECK(ch.send_message("second", 6));  // legal to post; the peer refuses it
+    CHECK(ch.send_message("second", 6));
+    CHECK(barrier(fd, kSyncTimeoutMs));  // B has both, untaken
+    CHECK(ch.send_message("third", 5));  // legal to post; the peer refuses it
   } else {
+    auto two = [](const sock::StreamChannel& c) { return c.counters().messages_received == 2; };
+    CHECK(wait_for(ch, two, deadline));
+    CHECK(ch.error() == 0);
+    CHECK(barrier(fd, kSyncTimeoutMs));
     auto failed = [](const sock::StreamChannel& c) { return c.error() != 0; };
     CHECK(wait_for(ch, failed, deadline));
     CHECK(ch.error() == ECONNRESET);
-    CHECK(std::string(ch.failure()) == "a second message before the first was taken");
+    CHECK(std::string(ch.failure()) == "a message more than the inbox holds");
     CHECK(!ch.has_message());  // dropped with the connection
     uint8_t message[kMax];
     CHECK(ch.take_message(message, sizeof message).error() == ECONNRESET);
@@ -341,6 +373,7 @@ int run(int fd, int role) {
   const Case cases[] = {{"before_start", case_before_start},
                         {"ordered", case_ordered},
                         {"invalid", case_invalid},
+                        {"two_messages", case_two_messages},
                         {"second_message", case_second_message},
                         {"recycle", case_recycle}};
   for (const Case& c : cases) {
