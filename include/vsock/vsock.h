@@ -51,6 +51,9 @@ struct vsock_stats {
   uint64_t fallback_local_error;
   uint64_t fallback_peer_closed;
   uint64_t fallback_transport_error;
+  /* RDMA WRITEs that carried stream data: below rdma_sends when small
+   * writes coalesce (Nagle, autocork; docs/configuration.md). */
+  uint64_t rdma_writes;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

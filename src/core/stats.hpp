@@ -33,7 +33,8 @@ namespace vsock::core {
   X(fallback_timeout)          \
   X(fallback_local_error)      \
   X(fallback_peer_closed)      \
-  X(fallback_transport_error)
+  X(fallback_transport_error)  \
+  X(rdma_writes)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

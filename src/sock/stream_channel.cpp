@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "core/log.hpp"
+#include "core/stats.hpp"
 #include "sock/stream_immediate.hpp"
 #include "sock/stream_iov.hpp"
 #include "sock/stream_segment.hpp"
@@ -126,6 +127,7 @@ core::Result<StreamChannel> StreamChannel::create(const rdma::Device& device, co
                                                                                : channel.qp_.max_inline_data();
   channel.max_segment_ = config.max_segment < kImmediateValueMax ? config.max_segment : kImmediateValueMax;
   channel.sq_ = SendQueueTracker(config.sq_depth, config.signal_every, config.autocork, kControlReserve);
+  channel.coalescing_ = config.autocork;
   channel.credit_ = CreditReturn(channel.ring_.capacity());
   channel.recv_batch_ = config.rq_depth / 8 > 0 ? config.rq_depth / 8 : 1;
   channel.free_slots_.reserve(config.rq_depth);
@@ -230,6 +232,13 @@ Status StreamChannel::flush() {
   if (error_ != 0) return Status::fail(error_);
   pump_sends(true);
   return error_ != 0 ? Status::fail(error_) : rdma::ok_status();
+}
+
+void StreamChannel::set_coalescing(bool on) {
+  if (coalescing_ == on) return;
+  coalescing_ = on;
+  sq_.set_keep_one_signaled(on);
+  if (!on) pump_sends(true);
 }
 
 Status StreamChannel::shutdown_write() {
@@ -363,7 +372,7 @@ void StreamChannel::queue_data(PostBatch& batch, bool force_flush) {
     }
     // Autocork: hold a small amount while a completion is on its way;
     // progress() finds it and posts what has gathered by then.
-    if (!force_flush && config_.autocork && staged_ < cork_bytes_ && sq_.signaled_outstanding() > 0) {
+    if (!force_flush && coalescing_ && staged_ < cork_bytes_ && sq_.signaled_outstanding() > 0) {
       ++counters_.corked;
       return;
     }
@@ -392,6 +401,7 @@ void StreamChannel::queue_data(PostBatch& batch, bool force_flush) {
     remote_.commit(length);
     staged_ -= length;
     ++counters_.data_wrs;
+    core::stat_add(core::Stat::rdma_writes);
     if (offset + length == capacity && staged_ > 0) ++counters_.ring_end_splits;
   }
 }

@@ -16,7 +16,10 @@ struct StreamConfig {
   uint32_t rq_depth = 256;     // zero-length receives kept posted for immediates
   uint32_t inline_size = 128;  // writes up to this size go inline (capped by the device)
   uint32_t signal_every = 16;  // a signalled completion at least every N sends
-  bool autocork = false;       // hold small writes while a completion is pending
+  // Hold small writes while a completion is pending: always (autocork), or
+  // unless the socket has TCP_NODELAY (nagle). set_coalescing() applies it.
+  bool autocork = false;
+  bool nagle = false;
   // Largest single RDMA write (a large write() becomes several, so the wire
   // starts before the copy ends). Also capped at what an immediate carries.
   uint32_t max_segment = 256u << 10;

@@ -214,6 +214,22 @@ void StreamSocket::on_transport_lost() {
   if (channel_ && channel_->error() == 0) channel_->abort();
 }
 
+void StreamSocket::set_no_delay(bool on) {
+  std::lock_guard<std::mutex> held(mu_);
+  no_delay_.store(on, std::memory_order_relaxed);
+  apply_coalescing_locked();
+}
+
+void StreamSocket::apply_coalescing_locked() {
+  if (!channel_) return;
+  const StreamConfig& config = channel_->config();
+  channel_->set_coalescing(config.autocork || (config.nagle && !no_delay_.load(std::memory_order_relaxed)));
+}
+
+bool StreamSocket::holds_data_locked() const {
+  return channel_ && !kernel_only() && channel_->started() && channel_->held_bytes() > 0;
+}
+
 void StreamSocket::progress_locked() {
   if (!channel_ || kernel_only()) return;
   channel_->progress();

@@ -54,6 +54,13 @@ class StreamSocket {
   void set_abort_on_close() { abort_on_close_.store(true, std::memory_order_relaxed); }
   // SO_RCVLOWAT (the kernel keeps its own copy: this one is for the ring).
   void set_receive_low_water(int bytes) { receive_low_water_.store(bytes, std::memory_order_relaxed); }
+  // TCP_NODELAY (copied from the kernel socket and on every setsockopt): with
+  // the nagle setting, small writes coalesce only while it is off.
+  void set_no_delay(bool on);
+  // Held data the application has not flushed by a later call: the
+  // side-band thread posts it once the completion it waits for has come, as
+  // the kernel sends what Nagle held when the ACK arrives. Lock held.
+  bool holds_data_locked() const;
 
   // --- the entry points' calls (fd: the caller's fd for this socket) ----
   // send/sendmsg/write/writev. MSG_NOSIGNAL, MSG_DONTWAIT honoured; EPIPE
@@ -93,7 +100,10 @@ class StreamSocket {
   std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mu_); }
   UpgradeState& upgrade() { return upgrade_; }
   StreamChannel* channel() { return channel_.get(); }
-  void set_channel(std::unique_ptr<StreamChannel> channel) { channel_ = std::move(channel); }
+  void set_channel(std::unique_ptr<StreamChannel> channel) {
+    channel_ = std::move(channel);
+    apply_coalescing_locked();
+  }
   rdma::CmConnector& connector() { return connector_; }
   rdma::CmConnection& connection() { return connection_; }
   // Applies an UpgradeAction the state machine returned.
@@ -118,6 +128,7 @@ class StreamSocket {
   void set_fd_hint(int fd) { fd_hint_ = fd; }
 
  private:
+  void apply_coalescing_locked();
   enum class WaitFor : uint8_t { kRead, kWrite };
   // Sleeps (lock released) until the socket may be ready, the timeout
   // passes or a signal arrives. EINTR, EAGAIN (timeout), or ok.
@@ -152,6 +163,7 @@ class StreamSocket {
   std::atomic<int> refs_{1};
   std::atomic<bool> kernel_only_{false};
   std::atomic<bool> abort_on_close_{false};
+  std::atomic<bool> no_delay_{false};
   std::atomic<int> receive_low_water_{1};
   UpgradeState upgrade_;
   SwitchWriter writer_;
