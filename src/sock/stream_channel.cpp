@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/clock.hpp"
 #include "core/log.hpp"
 #include "core/stats.hpp"
 #include "sock/stream_immediate.hpp"
@@ -370,9 +371,15 @@ void StreamChannel::queue_data(PostBatch& batch, bool force_flush) {
       ++counters_.sq_full;  // a signalled request is outstanding (the tracker's reserve rule): it brings us back
       return;
     }
-    // Autocork: hold a small amount while a completion is on its way;
-    // progress() finds it and posts what has gathered by then.
-    if (!force_flush && coalescing_ && staged_ < cork_bytes_ && sq_.signaled_outstanding() > 0) {
+    // Coalescing (Nagle, autocork): hold a small amount while a completion
+    // is on its way (progress() finds it and posts what has gathered by
+    // then), or while the last DATA went out less than cork_window_us ago:
+    // on devices whose completions come back inside ibv_post_send (rxe),
+    // a stream of small writes would otherwise never gather. What is held
+    // goes when the writer next writes after the window, when anyone waits
+    // on the socket (flush()), or by the side-band thread.
+    if (!force_flush && coalescing_ && staged_ < cork_bytes_ &&
+        (sq_.signaled_outstanding() > 0 || core::monotonic_us() - last_data_post_us_ < config_.cork_window_us)) {
       ++counters_.corked;
       return;
     }
@@ -400,6 +407,7 @@ void StreamChannel::queue_data(PostBatch& batch, bool force_flush) {
     wr.wr.rdma.rkey = remote_.rkey();
     remote_.commit(length);
     staged_ -= length;
+    last_data_post_us_ = core::monotonic_us();
     ++counters_.data_wrs;
     core::stat_add(core::Stat::rdma_writes);
     if (offset + length == capacity && staged_ > 0) ++counters_.ring_end_splits;

@@ -243,6 +243,7 @@ class StreamChannel {
 
   StreamConfig config_{};
   bool coalescing_ = false;  // set_coalescing(); starts as config_.autocork
+  int64_t last_data_post_us_ = 0;  // when DATA was last posted (coalescing's window)
   rdma::RingDescriptor peer_ring_{};
   rdma::RemoteRing remote_;  // tail: bytes posted; head: bytes the peer credited
   SendQueueTracker sq_;

@@ -26,6 +26,9 @@ struct StreamConfig {
   // With autocork: flush once this much is held (0: a quarter of the peer's
   // ring, at most max_segment).
   uint32_t cork_bytes = 0;
+  // While coalescing: small writes within this long of the last DATA post
+  // gather (0: only while a completion is pending).
+  uint32_t cork_window_us = 200;
 
   static StreamConfig from_settings(const core::Settings& settings);
 };

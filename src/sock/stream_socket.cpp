@@ -384,6 +384,8 @@ int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
   if (tcp_events != 0 || kernel_only()) out[n++] = pollfd{fd, static_cast<short>(tcp_events | POLLRDHUP), 0};
   bool pending = false;
   if (channel_ && !kernel_only()) {
+    // The application is about to sleep: what it holds goes now.
+    if (channel_->started()) channel_->flush();
     channel_->arm();
     // A completion already in the queue would not wake the fd.
     pending = channel_->progress().value() > 0;
@@ -406,6 +408,8 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
   int channel_index = -1;
   StreamChannel* channel = kernel_only() ? nullptr : channel_.get();
   if (channel != nullptr && channel->started()) {
+    // The application waits: nothing more is coming to coalesce with.
+    channel->flush();
     // Spin first (the profile's budget): a reply that is microseconds away
     // is not worth a sleep and a wake-up.
     const int64_t spin_until = core::monotonic_us() + core::config().settings.spin_us;
