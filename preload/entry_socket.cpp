@@ -112,7 +112,7 @@ VSOCK_EXPORT int setsockopt(int fd, int level, int name, const void* value, sock
   if (rc == 0 && !sys::in_library() && sock::is_unsupported_option(level, name)) {
     ErrnoKeeper keep;
     if (sock::SocketRef s = sock::lookup_socket(fd)) sock::on_unsupported_option(s.get(), level, name);
-  } else if (rc == 0 && !sys::in_library() && level == SOL_SOCKET && name == SO_RCVLOWAT) {
+  } else if (rc == 0 && !sys::in_library() && sock::is_stream_option(level, name)) {
     if (sock::SocketRef s = sock::lookup_socket(fd)) sock::on_option_set(s.get(), level, name, value, len);
   }
   return rc;

@@ -53,6 +53,9 @@ struct vsock_stats {
   uint64_t fallback_transport_error;
   uint64_t reverts_sent;       /* connections handed to another process: back to TCP (fork, SCM_RIGHTS) */
   uint64_t reverts_received;   /* peers that went back to TCP */
+  /* RDMA WRITEs that carried stream data: below rdma_sends when small
+   * writes coalesce (Nagle, autocork; docs/configuration.md). */
+  uint64_t rdma_writes;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

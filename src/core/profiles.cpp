@@ -26,17 +26,18 @@ namespace {
 // One profile's bundle: the settings a profile sets together.
 struct Bundle {
   uint32_t spin_us, inline_size, ring_size, sq_depth, rq_depth, signal_every;
-  bool autocork;
+  bool autocork, nagle;
   uint32_t cq_mod_count, cq_mod_us;
 };
 
 // Indexed by Profile. latency: spin long, send small messages inline, signal
 // often, never cork. throughput: sleep almost at once, big rings, deep
-// queues, coalesce, moderate interrupts. default: in between.
+// queues, coalesce, moderate interrupts. default: in between, and small
+// writes coalesce as the kernel's Nagle does (unless TCP_NODELAY).
 constexpr Bundle kBundles[] = {
-    /* default    */ {50, 128, 2u << 20, 256, 256, 16, false, 0, 0},
-    /* latency    */ {2000, 256, 1u << 20, 128, 128, 8, false, 0, 0},
-    /* throughput */ {10, 64, 8u << 20, 1024, 1024, 64, true, 16, 32},
+    /* default    */ {50, 128, 2u << 20, 256, 256, 16, false, true, 0, 0},
+    /* latency    */ {2000, 256, 1u << 20, 128, 128, 8, false, false, 0, 0},
+    /* throughput */ {10, 64, 8u << 20, 1024, 1024, 64, true, true, 16, 32},
 };
 static_assert(static_cast<int>(Profile::kDefault) == 0 && static_cast<int>(Profile::kLatency) == 1 &&
               static_cast<int>(Profile::kThroughput) == 2, "kBundles is indexed by Profile");
@@ -53,6 +54,7 @@ void apply_profile(Settings* s, Profile profile) {
   s->rq_depth = b.rq_depth;
   s->signal_every = b.signal_every;
   s->autocork = b.autocork;
+  s->nagle = b.nagle;
   s->cq_mod_count = b.cq_mod_count;
   s->cq_mod_us = b.cq_mod_us;
 }

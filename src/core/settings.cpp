@@ -60,7 +60,7 @@ bool is_power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 const char* const kSettingNames[] = {
     "profile",  "log_level", "log_file",     "stats",        "device",       "tcp",
     "udp",      "spin_us",   "inline_size",  "ring_size",    "sq_depth",     "rq_depth",
-    "signal_every", "autocork", "cq_mod_count", "cq_mod_us", "upgrade_timeout_ms", "peer_fail_cache_s",
+    "signal_every", "autocork", "nagle", "cq_mod_count", "cq_mod_us", "upgrade_timeout_ms", "peer_fail_cache_s",
 };
 const int kSettingCount = sizeof kSettingNames / sizeof kSettingNames[0];
 
@@ -101,6 +101,7 @@ bool apply_setting(Settings* s, std::string_view name, std::string_view value, s
   }
   if (name == "stats") return parse_bool(value, &s->stats, why);
   if (name == "autocork") return parse_bool(value, &s->autocork, why);
+  if (name == "nagle") return parse_bool(value, &s->nagle, why);
   if (name == "tcp") return parse_mode(value, &s->tcp, why);
   if (name == "udp") return parse_mode(value, &s->udp, why);
   if (name == "spin_us") return parse_u32(value, 0, 10'000'000, &s->spin_us, why);

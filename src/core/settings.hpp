@@ -28,7 +28,8 @@ struct Settings {
   uint32_t sq_depth = 256;             // send queue work requests
   uint32_t rq_depth = 256;             // receive queue work requests
   uint32_t signal_every = 16;          // request a completion every N sends
-  bool autocork = false;               // coalesce small writes
+  bool autocork = false;               // coalesce small writes, TCP_NODELAY or not
+  bool nagle = true;                   // coalesce small writes unless TCP_NODELAY is set
   uint32_t cq_mod_count = 0;           // completion moderation (0: off)
   uint32_t cq_mod_us = 0;
   uint32_t upgrade_timeout_ms = 200;   // how long connect() waits for RDMA

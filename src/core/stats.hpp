@@ -35,7 +35,8 @@ namespace vsock::core {
   X(fallback_peer_closed)      \
   X(fallback_transport_error)  \
   X(reverts_sent)              \
-  X(reverts_received)
+  X(reverts_received)          \
+  X(rdma_writes)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

@@ -4,7 +4,9 @@
 #include <cstring>
 #include <utility>
 
+#include "core/clock.hpp"
 #include "core/log.hpp"
+#include "core/stats.hpp"
 #include "sock/stream_immediate.hpp"
 #include "sock/stream_iov.hpp"
 #include "sock/stream_segment.hpp"
@@ -126,6 +128,7 @@ core::Result<StreamChannel> StreamChannel::create(const rdma::Device& device, co
                                                                                : channel.qp_.max_inline_data();
   channel.max_segment_ = config.max_segment < kImmediateValueMax ? config.max_segment : kImmediateValueMax;
   channel.sq_ = SendQueueTracker(config.sq_depth, config.signal_every, config.autocork, kControlReserve);
+  channel.coalescing_ = config.autocork;
   channel.credit_ = CreditReturn(channel.ring_.capacity());
   channel.recv_batch_ = config.rq_depth / 8 > 0 ? config.rq_depth / 8 : 1;
   channel.free_slots_.reserve(config.rq_depth);
@@ -230,6 +233,13 @@ Status StreamChannel::flush() {
   if (error_ != 0) return Status::fail(error_);
   pump_sends(true);
   return error_ != 0 ? Status::fail(error_) : rdma::ok_status();
+}
+
+void StreamChannel::set_coalescing(bool on) {
+  if (coalescing_ == on) return;
+  coalescing_ = on;
+  sq_.set_keep_one_signaled(on);
+  if (!on) pump_sends(true);
 }
 
 Status StreamChannel::shutdown_write() {
@@ -393,9 +403,15 @@ void StreamChannel::queue_data(PostBatch& batch, bool force_flush) {
       ++counters_.sq_full;  // a signalled request is outstanding (the tracker's reserve rule): it brings us back
       return;
     }
-    // Autocork: hold a small amount while a completion is on its way;
-    // progress() finds it and posts what has gathered by then.
-    if (!force_flush && config_.autocork && staged_ < cork_bytes_ && sq_.signaled_outstanding() > 0) {
+    // Coalescing (Nagle, autocork): hold a small amount while a completion
+    // is on its way (progress() finds it and posts what has gathered by
+    // then), or while the last DATA went out less than cork_window_us ago:
+    // on devices whose completions come back inside ibv_post_send (rxe),
+    // a stream of small writes would otherwise never gather. What is held
+    // goes when the writer next writes after the window, when anyone waits
+    // on the socket (flush()), or by the side-band thread.
+    if (!force_flush && coalescing_ && staged_ < cork_bytes_ &&
+        (sq_.signaled_outstanding() > 0 || core::monotonic_us() - last_data_post_us_ < config_.cork_window_us)) {
       ++counters_.corked;
       return;
     }
@@ -423,7 +439,9 @@ void StreamChannel::queue_data(PostBatch& batch, bool force_flush) {
     wr.wr.rdma.rkey = remote_.rkey();
     remote_.commit(length);
     staged_ -= length;
+    last_data_post_us_ = core::monotonic_us();
     ++counters_.data_wrs;
+    core::stat_add(core::Stat::rdma_writes);
     if (offset + length == capacity && staged_ > 0) ++counters_.ring_end_splits;
   }
 }

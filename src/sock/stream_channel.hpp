@@ -146,6 +146,12 @@ class StreamChannel {
   rdma::Status shutdown_write();
   // Posts what autocork holds back (TCP_CORK off, MSG_MORE ended).
   rdma::Status flush();
+  // Whether small writes are held while a completion is pending (starts as
+  // config.autocork). Turning it off posts what is held, as setting
+  // TCP_NODELAY makes the kernel send what Nagle held.
+  void set_coalescing(bool on);
+  // Bytes written but held back, not yet posted.
+  uint64_t held_bytes() const { return staged_; }
   // Abortive close: RESET to the peer (best effort), ECONNRESET here.
   rdma::Status abort();
 
@@ -266,6 +272,8 @@ class StreamChannel {
   rdma::RcQueuePair qp_;
 
   StreamConfig config_{};
+  bool coalescing_ = false;  // set_coalescing(); starts as config_.autocork
+  int64_t last_data_post_us_ = 0;  // when DATA was last posted (coalescing's window)
   rdma::RingDescriptor peer_ring_{};
   rdma::RemoteRing remote_;  // tail: bytes posted; head: bytes the peer credited
   SendQueueTracker sq_;

@@ -10,6 +10,7 @@ StreamConfig StreamConfig::from_settings(const core::Settings& settings) {
   config.inline_size = settings.inline_size;
   config.signal_every = settings.signal_every;
   config.autocork = settings.autocork;
+  config.nagle = settings.nagle;
   return config;
 }
 

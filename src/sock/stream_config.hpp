@@ -16,13 +16,19 @@ struct StreamConfig {
   uint32_t rq_depth = 256;     // zero-length receives kept posted for immediates
   uint32_t inline_size = 128;  // writes up to this size go inline (capped by the device)
   uint32_t signal_every = 16;  // a signalled completion at least every N sends
-  bool autocork = false;       // hold small writes while a completion is pending
+  // Hold small writes while a completion is pending: always (autocork), or
+  // unless the socket has TCP_NODELAY (nagle). set_coalescing() applies it.
+  bool autocork = false;
+  bool nagle = false;
   // Largest single RDMA write (a large write() becomes several, so the wire
   // starts before the copy ends). Also capped at what an immediate carries.
   uint32_t max_segment = 256u << 10;
   // With autocork: flush once this much is held (0: a quarter of the peer's
   // ring, at most max_segment).
   uint32_t cork_bytes = 0;
+  // While coalescing: small writes within this long of the last DATA post
+  // gather (0: only while a completion is pending).
+  uint32_t cork_window_us = 200;
 
   static StreamConfig from_settings(const core::Settings& settings);
 };

@@ -50,6 +50,9 @@ void copy_kernel_options(int fd, StreamSocket* stream) {
   socklen_t len = sizeof low_water;
   if (sys::real().getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &low_water, &len) == 0)
     stream->set_receive_low_water(low_water);
+  int no_delay = 0;
+  len = sizeof no_delay;
+  if (sys::real().getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &no_delay, &len) == 0) stream->set_no_delay(no_delay != 0);
 }
 
 }  // namespace
@@ -98,6 +101,10 @@ void on_accepted(int fd, SocketState* listener, SocketState* accepted) {
   engine->on_accepted(key, fd, stream);
 }
 
+bool is_stream_option(int level, int name) {
+  return (level == SOL_SOCKET && name == SO_RCVLOWAT) || (level == IPPROTO_TCP && name == TCP_NODELAY);
+}
+
 bool is_unsupported_option(int level, int name) {
   if (level == SOL_SOCKET)
     return name == SO_ATTACH_FILTER || name == SO_ATTACH_BPF || name == SO_ATTACH_REUSEPORT_CBPF ||
@@ -119,10 +126,16 @@ void on_unsupported_option(SocketState* state, int level, int name) {
 }
 
 void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len) {
-  if (level != SOL_SOCKET || name != SO_RCVLOWAT || value == nullptr || len < sizeof(int)) return;
-  int low_water;
-  std::memcpy(&low_water, value, sizeof low_water);
-  if (StreamSocket* stream = state->stream.load(std::memory_order_acquire)) stream->set_receive_low_water(low_water);
+  if (value == nullptr || len < sizeof(int)) return;
+  StreamSocket* stream = state->stream.load(std::memory_order_acquire);
+  if (stream == nullptr) return;
+  int number;
+  std::memcpy(&number, value, sizeof number);
+  if (level == SOL_SOCKET && name == SO_RCVLOWAT) stream->set_receive_low_water(number);
+  if (level == IPPROTO_TCP && name == TCP_NODELAY) {
+    sys::ReentryGuard guard;  // turning Nagle off posts held data (libibverbs)
+    stream->set_no_delay(number != 0);
+  }
 }
 
 void finish_streams_at_exit() {

@@ -32,9 +32,11 @@ void on_accepted(int fd, SocketState* listener, SocketState* accepted);
 // on (or goes back to) TCP while it still can.
 void on_unsupported_option(SocketState* state, int level, int name);
 // A setsockopt() the kernel took: the options the ring path applies too
-// (SO_RCVLOWAT) are copied to the socket's stream.
+// (SO_RCVLOWAT, TCP_NODELAY: is_stream_option) are copied to the socket's
+// stream.
 void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len);
 bool is_unsupported_option(int level, int name);
+bool is_stream_option(int level, int name);
 
 // The process exits: the kernel would send what every TCP socket still
 // holds, then a FIN; do the same for upgraded ones (bounded wait).

@@ -38,6 +38,8 @@ class SendQueueTracker {
   // Requests known to have finished: every sequence number below this.
   uint64_t completed() const { return completed_; }
 
+  // Autocork turned on or off on a live queue.
+  void set_keep_one_signaled(bool on) { keep_one_signaled_ = on; }
   // Whether the next request (if posted) must be signalled.
   bool next_signaled(bool force) const;
   // Records a posted request (room() must be > 0); returns its sequence

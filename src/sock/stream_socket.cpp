@@ -243,6 +243,22 @@ void StreamSocket::on_transport_lost() {
   if (channel_ && channel_->error() == 0) channel_->abort();
 }
 
+void StreamSocket::set_no_delay(bool on) {
+  std::lock_guard<std::mutex> held(mu_);
+  no_delay_.store(on, std::memory_order_relaxed);
+  apply_coalescing_locked();
+}
+
+void StreamSocket::apply_coalescing_locked() {
+  if (!channel_) return;
+  const StreamConfig& config = channel_->config();
+  channel_->set_coalescing(config.autocork || (config.nagle && !no_delay_.load(std::memory_order_relaxed)));
+}
+
+bool StreamSocket::holds_data_locked() const {
+  return channel_ && !kernel_only() && channel_->started() && channel_->held_bytes() > 0;
+}
+
 void StreamSocket::progress_locked() {
   if (!channel_ || kernel_only()) return;
   channel_->progress();
@@ -417,6 +433,8 @@ int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
   if (tcp_events != 0 || kernel_only()) out[n++] = pollfd{fd, static_cast<short>(tcp_events | POLLRDHUP), 0};
   bool pending = false;
   if (channel_ && !kernel_only()) {
+    // The application is about to sleep: what it holds goes now.
+    if (channel_->started()) channel_->flush();
     channel_->arm();
     // A completion already in the queue would not wake the fd.
     pending = channel_->progress().value() > 0;
@@ -442,6 +460,8 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
   int channel_index = -1;
   StreamChannel* channel = kernel_only() ? nullptr : channel_.get();
   if (channel != nullptr && channel->started()) {
+    // The application waits: nothing more is coming to coalesce with.
+    channel->flush();
     // Spin first (the profile's budget): a reply that is microseconds away
     // is not worth a sleep and a wake-up.
     const int64_t spin_until = core::monotonic_us() + core::config().settings.spin_us;

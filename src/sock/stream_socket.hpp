@@ -55,6 +55,13 @@ class StreamSocket {
   void set_abort_on_close() { abort_on_close_.store(true, std::memory_order_relaxed); }
   // SO_RCVLOWAT (the kernel keeps its own copy: this one is for the ring).
   void set_receive_low_water(int bytes) { receive_low_water_.store(bytes, std::memory_order_relaxed); }
+  // TCP_NODELAY (copied from the kernel socket and on every setsockopt): with
+  // the nagle setting, small writes coalesce only while it is off.
+  void set_no_delay(bool on);
+  // Held data the application has not flushed by a later call: the
+  // side-band thread posts it once the completion it waits for has come, as
+  // the kernel sends what Nagle held when the ACK arrives. Lock held.
+  bool holds_data_locked() const;
 
   // --- the entry points' calls (fd: the caller's fd for this socket) ----
   // send/sendmsg/write/writev. MSG_NOSIGNAL, MSG_DONTWAIT honoured; EPIPE
@@ -97,7 +104,10 @@ class StreamSocket {
   void unlock_after_handoff() { mu_.unlock(); }
   UpgradeState& upgrade() { return upgrade_; }
   StreamChannel* channel() { return channel_.get(); }
-  void set_channel(std::unique_ptr<StreamChannel> channel) { channel_ = std::move(channel); }
+  void set_channel(std::unique_ptr<StreamChannel> channel) {
+    channel_ = std::move(channel);
+    apply_coalescing_locked();
+  }
   rdma::CmConnector& connector() { return connector_; }
   rdma::CmConnection& connection() { return connection_; }
   // Applies an UpgradeAction the state machine returned.
@@ -147,6 +157,7 @@ class StreamSocket {
   bool resend_pending() const { return !resend_.empty(); }
 
  private:
+  void apply_coalescing_locked();
   enum class WaitFor : uint8_t { kRead, kWrite };
   // Sleeps (lock released) until the socket may be ready, the timeout
   // passes or a signal arrives. EINTR, EAGAIN (timeout), or ok.
@@ -194,6 +205,7 @@ class StreamSocket {
   std::atomic<int> refs_{1};
   std::atomic<bool> kernel_only_{false};
   std::atomic<bool> abort_on_close_{false};
+  std::atomic<bool> no_delay_{false};
   std::atomic<int> receive_low_water_{1};
   UpgradeState upgrade_;
   SwitchWriter writer_;

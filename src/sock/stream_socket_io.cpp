@@ -12,6 +12,7 @@
 
 #include "core/clock.hpp"
 #include "core/stats.hpp"
+#include "sock/held_data_watch.hpp"
 #include "sock/stream_iov.hpp"
 #include "sock/stream_socket.hpp"
 #include "sys/real_calls.hpp"
@@ -154,6 +155,7 @@ core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int
     core::Result<size_t> sent = send_once(fd, window.data(), window.count(), flags, !urgent);
     if (sent) {
       done += sent.value();
+      if (holds_data_locked()) note_held_data();
       if (done >= total || (flags & MSG_DONTWAIT) || fd_nonblocking(fd)) return R::ok(done);
       continue;  // a blocking send takes everything, as the kernel's does
     }

@@ -33,6 +33,9 @@ core::Result<bool> wait_until(StreamChannel& channel, WaitPredicate ready, void*
   const int64_t start = core::monotonic_us();
   const int64_t deadline = timeout_ms < 0 ? INT64_MAX : start + int64_t{timeout_ms} * 1000;
   const int64_t spin_end = start + int64_t{spin_us};
+  // The caller waits: what coalescing holds goes now (it may be what the
+  // peer needs to answer).
+  channel.flush();
 
   // 1. Spin.
   for (uint64_t spins = 0;; ++spins) {

@@ -24,6 +24,7 @@
 #include "rdma/cm_listener.hpp"
 #include "rdma/cm_qp.hpp"
 #include "rdma/device.hpp"
+#include "sock/held_data_watch.hpp"
 #include "sock/offload_policy.hpp"
 #include "sock/peer_failure_cache.hpp"
 #include "sock/stream_config.hpp"
@@ -50,6 +51,10 @@ constexpr int kDrainPollMs = 2;
 // How often the thread polls connections between rdma_cm's ESTABLISHED and
 // the switch (only the queue pair reports Bound and Switch).
 constexpr int kSwitchPollMs = 5;
+// How often it looks at connections that hold back small writes (Nagle,
+// autocork) the application has not flushed: the kernel sends what Nagle
+// held when the ACK comes; this is the bound on the extra delay here.
+constexpr int kHeldDataPollMs = 2;
 
 uint64_t random_nonce() {
   uint64_t nonce = 0;
@@ -112,6 +117,8 @@ class Engine final : public UpgradeEngine {
   void stop_listening(uint64_t key) override;
   void on_accepted(uint64_t key, int fd, StreamSocket* stream) override;
   void on_closed(StreamSocket* stream, bool drain) override;
+  // Makes the thread look at its timers and sockets now.
+  void wake();
 
  private:
   int upgrade_deadline_ms() const { return static_cast<int>(settings_.upgrade_timeout_ms); }
@@ -119,7 +126,6 @@ class Engine final : public UpgradeEngine {
   // under way: the client's Switch after our accept, accept() for an early
   // upgrade (then its client stays on TCP).
   int64_t settle_ms() const { return 4 * int64_t{upgrade_deadline_ms()} + 1000; }
-  void wake();
   void dispatch(const rdma::CmEvent& event);
   void on_request(Listener& listener, const rdma::CmEvent& event);
   void accept_matched(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed,
@@ -630,6 +636,9 @@ void Engine::check_timers() {
       // The switch goes on while the application does not touch the
       // socket: the Bound, the Switch and the reply to it are taken here.
       if (switch_in_progress(stream)) stream->progress_locked();
+      // Small writes held back (Nagle, autocork) while the application is
+      // busy elsewhere go out once the completion they wait for is in.
+      if (stream->holds_data_locked()) stream->progress_locked();
       UpgradePhase phase = stream->upgrade().phase();
       if (tracked_[i].deadline_ms != 0 && now >= tracked_[i].deadline_ms && phase != UpgradePhase::kSwitched &&
           phase != UpgradePhase::kFailed && !stream->kernel_only()) {
@@ -677,6 +686,7 @@ bool Engine::switch_in_progress(StreamSocket* stream) {
 }
 
 int Engine::next_timeout_ms() {
+  clear_held_data_note();  // before looking: a writer that holds data after this wakes us
   if (!closing_.empty()) return kDrainPollMs;
   int64_t now = core::monotonic_ms();
   int64_t soonest = now + 1000;
@@ -689,6 +699,7 @@ int Engine::next_timeout_ms() {
     if (tracked.deadline_ms != 0) soonest = std::min(soonest, tracked.deadline_ms);
     std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
     if (switch_in_progress(tracked.stream)) soonest = std::min<int64_t>(soonest, now + kSwitchPollMs);
+    if (tracked.stream->holds_data_locked()) soonest = std::min<int64_t>(soonest, now + kHeldDataPollMs);
     if (tracked.stream->connector().outcome() == rdma::CmOutcome::kPending &&
         tracked.stream->upgrade().phase() == UpgradePhase::kConnecting)
       soonest = std::min<int64_t>(soonest, now + tracked.stream->connector().remaining_ms());
@@ -756,6 +767,7 @@ bool g_engine_failed = false;
 // engine when it needs one. The parent's objects are left alone (their
 // rdma_cm and verbs handles are the parent's).
 void forget_engine_in_child() {
+  set_held_data_waker(nullptr, nullptr);
   new (&g_engine_lock) std::mutex();
   g_engine = nullptr;
   g_engine_failed = false;
@@ -788,6 +800,7 @@ UpgradeEngine* upgrade_engine() {
   std::thread thread([engine] { engine->run(); });
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   thread.detach();
+  set_held_data_waker([](void* context) { static_cast<Engine*>(context)->wake(); }, engine);
   g_engine = engine;
   g_engine_failed = false;
   return g_engine;

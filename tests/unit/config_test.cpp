@@ -40,6 +40,9 @@ TEST(Config, ProfileBundlesDiffer) {
   EXPECT_LT(latency.settings.ring_size, throughput.settings.ring_size);
   EXPECT_FALSE(latency.settings.autocork);
   EXPECT_TRUE(throughput.settings.autocork);
+  EXPECT_FALSE(latency.settings.nagle);
+  EXPECT_TRUE(throughput.settings.nagle);
+  EXPECT_TRUE(build({}).settings.nagle);  // default: as the kernel, Nagle until TCP_NODELAY
 }
 
 TEST(Config, EnvOverridesFileOverridesProfile) {

@@ -20,7 +20,7 @@ ut_expect_rdma "$@" && expect=1
 # only TCP pair, which may keep it on TCP), fork_exec, vfork_exec and
 # unix_scm_rights (they hand sockets over before any data), signal_eintr,
 # sockopt_roundtrip, socket_errors, epoll_close (little or no data), udp_*.
-RDMA_PROGRAMS=" tcp_blocking tcp_nonblocking tcp_recv_flags tcp_shutdown msg_iov sendfile_tcp epoll_level
+RDMA_PROGRAMS=" tcp_blocking tcp_nonblocking tcp_recv_flags tcp_small_writes tcp_shutdown msg_iov sendfile_tcp epoll_level
   epoll_edge fd_dup fortify high_fd select_mixed signal_eintr fork_inflight "
 
 RDMA_PROGRAMS=" $(echo $RDMA_PROGRAMS) "  # one line, single spaces
