@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/log.hpp"
+#include "rdma/fork_guard.hpp"
 #include "rdma/status.hpp"
 
 namespace vsock::rdma {
@@ -131,6 +132,7 @@ core::Result<Device> Device::open(const std::string& name, int gid_index) {
   Status fork_safe = ensure_fork_safety();
   if (!fork_safe) return R::fail(fork_safe.error());
 
+  ForkGuard no_fork_now;  // the device list and open take process-wide locks
   int count = 0;
   ibv_device** list = ibv_get_device_list(&count);
   if (list == nullptr) {

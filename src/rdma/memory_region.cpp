@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <utility>
 
+#include "rdma/fork_guard.hpp"
 #include "rdma/status.hpp"
 
 namespace vsock::rdma {
@@ -33,7 +34,10 @@ core::Result<MemoryRegion> MemoryRegion::allocate(const ProtectionDomain& pd, si
   region.base_ = base;
   region.size_ = rounded;
   region.access_ = access;
-  region.mr_ = ibv_reg_mr(pd.get(), base, rounded, access);
+  {
+    ForkGuard no_fork_now;
+    region.mr_ = ibv_reg_mr(pd.get(), base, rounded, access);
+  }
   // ENOMEM here is usually RLIMIT_MEMLOCK; say so, since the fix is a ulimit.
   if (region.mr_ == nullptr)
     return R::fail(report_error(errno, "ibv_reg_mr(%zu bytes, access 0x%x) (check ulimit -l)", rounded, access));
@@ -44,6 +48,7 @@ MemoryRegion::~MemoryRegion() { reset(); }
 
 void MemoryRegion::reset() {
   if (mr_ != nullptr) {
+    ForkGuard no_fork_now;
     int rc = ibv_dereg_mr(mr_);
     if (rc != 0) report_error(rc, "ibv_dereg_mr");
   }
