@@ -637,7 +637,8 @@ void Engine::check_timers() {
       // socket: the Bound, the Switch and the reply to it are taken here.
       if (switch_in_progress(stream)) stream->progress_locked();
       // Small writes held back (Nagle, autocork) while the application is
-      // busy elsewhere go out once the completion they wait for is in.
+      // busy elsewhere go out once the completion they wait for is in and
+      // the coalescing window has passed.
       if (stream->holds_data_locked()) stream->progress_locked();
       UpgradePhase phase = stream->upgrade().phase();
       if (tracked_[i].deadline_ms != 0 && now >= tracked_[i].deadline_ms && phase != UpgradePhase::kSwitched &&
