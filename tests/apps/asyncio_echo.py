@@ -38,7 +38,10 @@ class EchoDatagram(asyncio.DatagramProtocol):
 async def serve(host):
     loop = asyncio.get_running_loop()
     stop = loop.create_future()
-    loop.add_signal_handler(signal.SIGTERM, stop.set_result, None)
+    # `timeout` passes a SIGTERM on twice (to the child, then to its process
+    # group): the second must neither fail here nor, arriving after the loop
+    # has put the default action back, kill the server.
+    loop.add_signal_handler(signal.SIGTERM, lambda: stop.done() or stop.set_result(None))
     for _ in range(20):  # the UDP port may be taken: take another TCP port
         server = await asyncio.start_server(echo_stream, host, 0)
         port = server.sockets[0].getsockname()[1]
@@ -53,6 +56,8 @@ async def serve(host):
         return 1
     print(f"READY {port}", flush=True)
     await stop
+    loop.remove_signal_handler(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     udp.close()
     server.close()
     await server.wait_closed()
