@@ -439,7 +439,7 @@ void StreamChannel::queue_data(PostBatch& batch, bool force_flush) {
     wr.wr.rdma.rkey = remote_.rkey();
     remote_.commit(length);
     staged_ -= length;
-    last_data_post_us_ = core::monotonic_us();
+    if (coalescing_) last_data_post_us_ = core::monotonic_us();  // only the window reads it
     ++counters_.data_wrs;
     core::stat_add(core::Stat::rdma_writes);
     if (offset + length == capacity && staged_ > 0) ++counters_.ring_end_splits;
