@@ -28,6 +28,7 @@ VSOCK_EXPORT int close(int fd) {
           stream->set_abort_on_close();
       }
     }
+    sock::epoll_closing(fd);
     sock::forget_fd(fd);
     sock::epoll_forget(fd);
   }
@@ -40,6 +41,7 @@ VSOCK_EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
   if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC) && !sys::in_library()) {
     ErrnoKeeper keep;
     sock::forget_fd_range(first, last);
+    sock::epoll_forget_range(first, last);
   }
   return rc;
 }
@@ -49,6 +51,7 @@ VSOCK_EXPORT void closefrom(int lowfd) {
   if (lowfd >= 0 && !sys::in_library()) {
     ErrnoKeeper keep;
     sock::forget_fd_range(static_cast<unsigned int>(lowfd), ~0u);
+    sock::epoll_forget_range(static_cast<unsigned int>(lowfd), ~0u);
   }
 }
 
@@ -57,6 +60,8 @@ namespace {
 int after_dup(int oldfd, int newfd) {
   if (newfd >= 0 && !sys::in_library()) {
     ErrnoKeeper keep;
+    // dup2/dup3 closed what newfd was (if it was an epoll fd, its view).
+    if (newfd != oldfd) sock::epoll_forget(newfd);
     sock::share_fd(oldfd, newfd);
   }
   return newfd;

@@ -70,9 +70,17 @@ VSOCK_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* ex
   return sock::wait_select(nfds, readfds, writefds, exceptfds, timeout, mask);
 }
 
-VSOCK_EXPORT int epoll_create(int size) { return real().epoll_create(size); }
+VSOCK_EXPORT int epoll_create(int size) {
+  int fd = real().epoll_create(size);
+  if (fd >= 0 && !sys::in_library()) sock::epoll_created(fd);
+  return fd;
+}
 
-VSOCK_EXPORT int epoll_create1(int flags) { return real().epoll_create1(flags); }
+VSOCK_EXPORT int epoll_create1(int flags) {
+  int fd = real().epoll_create1(flags);
+  if (fd >= 0 && !sys::in_library()) sock::epoll_created(fd);
+  return fd;
+}
 
 VSOCK_EXPORT int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
   if (sys::in_library()) return real().epoll_ctl(epfd, op, fd, event);

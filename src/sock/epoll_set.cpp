@@ -1,19 +1,18 @@
-// epoll over upgraded sockets (see wait_engine.hpp). Each epoll fd that
-// holds an upgradable TCP socket gets a view here: the socket's events,
-// data and flags. While the socket is served by the kernel it also sits in
-// the kernel's set; once it is upgraded (its readiness no longer the TCP
-// socket's) it is taken out of the kernel's set and reported from here —
-// level-triggered, edge-triggered (again after activity()) and one-shot as
-// the kernel would. Sets without such sockets are the kernel's alone.
+// epoll over upgraded sockets (see wait_engine.hpp and epoll_view.hpp).
+// While an upgradable socket is served by the kernel it sits in the
+// kernel's set as the application registered it; once it is upgraded (its
+// readiness no longer the TCP socket's) it is taken out of the kernel's
+// set and reported from the view — level-triggered, edge-triggered (again
+// after activity()) and one-shot as the kernel would. Epoll fds nested in
+// the set stay in the kernel's set: their eventfds make them readable
+// there. Sets that never held either are the kernel's alone.
 #include <errno.h>
 
-#include <map>
-#include <memory>
-#include <mutex>
 #include <vector>
 
 #include "core/clock.hpp"
 #include "core/config.hpp"
+#include "sock/epoll_view.hpp"
 #include "sock/registry.hpp"
 #include "sock/stream_hooks.hpp"
 #include "sock/wait_engine.hpp"
@@ -24,128 +23,138 @@
 namespace vsock::sock {
 namespace {
 
-struct Entry {
-  SocketState* state = nullptr;  // identity: the fd still refers to it
-  epoll_event event{};           // as the application registered it
-  bool in_kernel = true;         // also registered in the kernel's set
-  bool disabled = false;         // EPOLLONESHOT fired; MOD re-enables
-  uint32_t reported = 0;         // edge-triggered: events reported and still ready
-  uint64_t activity = 0;         // edge-triggered: StreamSocket::activity() then
-};
-
-struct EpollView {
-  std::mutex mu;
-  std::map<int, Entry> entries;
-};
-
-std::mutex g_views_mu;
-std::map<int, std::shared_ptr<EpollView>> g_views;
-
-std::shared_ptr<EpollView> find_view(int epfd, bool create) {
-  std::lock_guard<std::mutex> held(g_views_mu);
-  auto it = g_views.find(epfd);
-  if (it != g_views.end()) return it->second;
-  if (!create) return nullptr;
-  auto view = std::make_shared<EpollView>();
-  g_views[epfd] = view;
-  return view;
-}
-
 bool upgradable(const SocketRef& ref) {
   return ref && ref->type == SOCK_STREAM && ref->kernel_reason.load() == KernelReason::kUndecided &&
          ref->role.load() != SocketRole::kListener;
 }
 
-short poll_bits(uint32_t epoll_events) {
-  short bits = 0;
-  if (epoll_events & EPOLLIN) bits |= POLLIN;
-  if (epoll_events & EPOLLOUT) bits |= POLLOUT;
-  if (epoll_events & EPOLLRDHUP) bits |= POLLRDHUP;
-  if (epoll_events & EPOLLPRI) bits |= POLLPRI;
-  return bits;
-}
-
-uint32_t epoll_bits(short poll_events) {
-  uint32_t bits = 0;
-  if (poll_events & POLLIN) bits |= EPOLLIN;
-  if (poll_events & POLLOUT) bits |= EPOLLOUT;
-  if (poll_events & POLLRDHUP) bits |= EPOLLRDHUP;
-  if (poll_events & POLLPRI) bits |= EPOLLPRI;
-  if (poll_events & POLLERR) bits |= EPOLLERR;
-  if (poll_events & POLLHUP) bits |= EPOLLHUP;
-  return bits;
-}
-
-// A socket upgraded or fell back since the last look: move it out of or
-// into the kernel's set. Under the view's lock.
-void sync_kernel_membership(int epfd, int fd, Entry& entry, bool managed) {
-  if (managed && entry.in_kernel) {
-    sys::real().epoll_ctl(epfd, EPOLL_CTL_DEL, fd, nullptr);
-    entry.in_kernel = false;
-  } else if (!managed && !entry.in_kernel) {
-    epoll_event event = entry.event;
-    if (entry.disabled) event.events = 0;
-    sys::real().epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &event);
-    entry.in_kernel = true;
+// The kernel's answer for an entry the kernel's set no longer holds.
+int control_upgraded(EpollEntry& entry, std::map<int, EpollEntry>& entries, int op, int fd, epoll_event* event) {
+  switch (op) {
+    case EPOLL_CTL_ADD:
+      errno = EEXIST;
+      return -1;
+    case EPOLL_CTL_DEL:
+      entries.erase(fd);
+      return 0;
+    case EPOLL_CTL_MOD:
+      if (event == nullptr) {
+        errno = EFAULT;
+        return -1;
+      }
+      // The kernel refuses to modify an exclusive entry, or to make one.
+      if ((entry.event.events | event->events) & EPOLLEXCLUSIVE) {
+        errno = EINVAL;
+        return -1;
+      }
+      entry.event = *event;
+      entry.disabled = false;
+      entry.reported = 0;
+      return 0;
+    default:
+      errno = EINVAL;
+      return -1;
   }
 }
 
-struct Due {
-  int fd;
-  SocketRef ref;
-  StreamSocket* stream;
-};
+// The views of the epoll sets nested in `view` that the library serves,
+// and the upgraded sockets of `view` itself (moved out of the kernel's set
+// as they upgrade, back in as they fall back).
+void collect(EpollView& view, std::vector<DueEntry>* due, std::vector<std::shared_ptr<EpollView>>* inner) {
+  due->clear();
+  inner->clear();
+  std::vector<std::pair<int, std::shared_ptr<EpollView>>> nested;
+  {
+    std::lock_guard<std::mutex> held(view.mu);
+    scan_entries(view, due);
+    for (const auto& [fd, weak] : view.nested) nested.emplace_back(fd, weak.lock());
+  }
+  for (auto& [fd, p] : nested) {
+    if (p && find_view(fd) == p && view_in_use(fd)) inner->push_back(std::move(p));
+  }
+}
+
+// Nothing of this set's own is ready: its eventfd must not wake its waiters.
+void clear_signal(EpollView& view) {
+  std::lock_guard<std::mutex> held(view.mu);
+  set_signal(view, false, 0, false);
+}
+
+// Neither upgraded sockets nor served nested sets: the kernel's wait,
+// minus this set's eventfd.
+int kernel_wait(EpollView& view, epoll_event* events, int max, const timespec* timeout, int64_t deadline,
+                const sigset_t* mask) {
+  const timespec* wait_for = timeout;
+  timespec left{};
+  for (;;) {
+    clear_signal(view);
+    int n = sys::real().epoll_pwait2(view.epfd, events, max, wait_for, mask);
+    if (n <= 0) return n;
+    n = drop_marker_events(view, events, n);
+    if (n > 0 || wait_expired(deadline)) return n;
+    // Only the eventfd (another thread signalled it meanwhile): wait out the rest.
+    if (deadline >= 0) {
+      int64_t left_ms = deadline - core::monotonic_ms();
+      left = timespec{static_cast<time_t>(left_ms / 1000), static_cast<long>(left_ms % 1000) * 1000000};
+      wait_for = &left;
+    }
+  }
+}
 
 }  // namespace
 
+void epoll_created(int epfd) {
+  if (epfd >= 0) create_view(epfd);
+}
+
 int epoll_control(int epfd, int op, int fd, epoll_event* event) {
-  std::shared_ptr<EpollView> view = find_view(epfd, false);
+  std::shared_ptr<EpollView> view = fd >= 0 ? find_view(epfd) : nullptr;
   if (view) {
     std::lock_guard<std::mutex> held(view->mu);
     auto it = view->entries.find(fd);
-    if (it != view->entries.end() && lookup_socket(fd).get() != it->second.state) {
-      view->entries.erase(it);  // the fd was closed and reused
-      it = view->entries.end();
-    }
-    // An upgraded socket is in our view only: answer for the kernel.
-    if (it != view->entries.end() && !it->second.in_kernel) {
-      switch (op) {
-        case EPOLL_CTL_ADD:
-          errno = EEXIST;
-          return -1;
-        case EPOLL_CTL_DEL:
-          view->entries.erase(it);
-          return 0;
-        case EPOLL_CTL_MOD:
-          if (event == nullptr) {
-            errno = EFAULT;
-            return -1;
-          }
-          it->second.event = *event;
-          it->second.disabled = false;
-          it->second.reported = 0;
-          return 0;
-        default:
-          errno = EINVAL;
-          return -1;
+    if (it != view->entries.end()) {
+      SocketRef ref = lookup_socket(fd);
+      if (ref.get() != it->second.state || ref->generation.load() != it->second.generation) {
+        // The number was closed (and perhaps reused): the old registration
+        // is no longer this number's.
+        int key = fd;
+        orphan_entry(*view, &key);
+        it = view->entries.end();
       }
     }
+    // An upgraded socket is in our view only: answer for the kernel.
+    if (it != view->entries.end() && !it->second.in_kernel)
+      return control_upgraded(it->second, view->entries, op, fd, event);
   }
   int rc = sys::real().epoll_ctl(epfd, op, fd, event);
   if (rc != 0) return rc;
-  SocketRef ref = lookup_socket(fd);
   if (op == EPOLL_CTL_DEL) {
     if (view) {
       std::lock_guard<std::mutex> held(view->mu);
       view->entries.erase(fd);
+      view->nested.erase(fd);
     }
     return 0;
   }
-  if (!upgradable(ref)) return 0;
-  if (!view) view = find_view(epfd, true);
+  if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD) return 0;
+  SocketRef ref = lookup_socket(fd);
+  std::shared_ptr<EpollView> inner = ref ? nullptr : find_view(fd);
+  if (!upgradable(ref) && !inner) return 0;
+  if (!view) {  // an epoll fd from before the library was loaded
+    create_view(epfd);
+    view = find_view(epfd);
+    if (!view) return 0;
+  }
   std::lock_guard<std::mutex> held(view->mu);
-  Entry& entry = view->entries[fd];
+  view->in_use = true;
+  if (inner) {
+    view->nested[fd] = inner;
+    return 0;
+  }
+  EpollEntry& entry = view->entries[fd];
   entry.state = ref.get();
+  entry.generation = ref->generation.load();
+  entry.fd = fd;
   entry.event = *event;
   entry.in_kernel = true;
   entry.disabled = false;
@@ -153,79 +162,58 @@ int epoll_control(int epfd, int op, int fd, epoll_event* event) {
   return 0;
 }
 
-bool epoll_has_view(int epfd) {
-  std::lock_guard<std::mutex> held(g_views_mu);
-  return !g_views.empty() && g_views.count(epfd) != 0;
-}
+bool epoll_has_view(int epfd) { return view_in_use(epfd) != nullptr; }
 
-void epoll_forget(int fd) {
-  std::lock_guard<std::mutex> held(g_views_mu);
-  if (!g_views.empty()) g_views.erase(fd);
-}
+void epoll_forget(int fd) { drop_view(fd); }
+
+void epoll_closing(int fd) { orphan_before_close(fd); }
+
+void epoll_forget_range(unsigned int first, unsigned int last) { drop_view_range(first, last); }
 
 int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeout, const sigset_t* mask) {
-  std::shared_ptr<EpollView> view = find_view(epfd, false);
+  std::shared_ptr<EpollView> view = view_in_use(epfd);
   if (!view || max <= 0) return sys::real().epoll_pwait2(epfd, events, max, timeout, mask);
   sys::ReentryGuard guard;
   const int64_t deadline = wait_deadline(timeout);
   const int64_t spin_until = core::monotonic_us() + core::config().settings.spin_us;
-  std::vector<Due> due;
+  std::vector<DueEntry> due;
+  std::vector<std::shared_ptr<EpollView>> inner;
   SleepSet sleep_set;
   for (;;) {
-    // Which registered sockets are upgraded now.
-    due.clear();
-    {
-      std::lock_guard<std::mutex> held(view->mu);
-      for (auto it = view->entries.begin(); it != view->entries.end();) {
-        SocketRef ref = lookup_socket(it->first);
-        if (ref.get() != it->second.state) {  // closed: the kernel forgot it too
-          it = view->entries.erase(it);
-          continue;
-        }
-        StreamSocket* stream = managed_stream(ref);
-        sync_kernel_membership(epfd, it->first, it->second, stream != nullptr);
-        if (stream != nullptr && !it->second.disabled) due.push_back(Due{it->first, std::move(ref), stream});
-        ++it;
-      }
-    }
-    if (due.empty()) {
-      // Nothing upgraded (any more): the kernel's wait.
-      return sys::real().epoll_pwait2(epfd, events, max, timeout, mask);
-    }
+    collect(*view, &due, &inner);
+    if (due.empty() && inner.empty()) return kernel_wait(*view, events, max, timeout, deadline, mask);
+    // The nested sets' eventfds now say whether they are ready.
+    for (const std::shared_ptr<EpollView>& p : inner) observe_view(*p, nullptr);
     int n = 0;
-    for (const Due& d : due) {
+    for (const DueEntry& d : due) {
       if (n == max) break;
       std::lock_guard<std::mutex> held(view->mu);
-      auto it = view->entries.find(d.fd);
+      auto it = view->entries.find(d.key);
       if (it == view->entries.end() || it->second.disabled) continue;
-      Entry& entry = it->second;
-      uint32_t wanted = entry.event.events;
-      uint32_t ready = epoll_bits(d.stream->poll_events(d.fd, poll_bits(wanted))) &
-                       (wanted | EPOLLERR | EPOLLHUP);
-      uint32_t report = ready;
-      if (wanted & EPOLLET) {
-        uint64_t activity = d.stream->activity();
-        if (activity != entry.activity) entry.reported = 0;
-        entry.activity = activity;
-        report = ready & ~entry.reported;
-        entry.reported = ready;
-      }
+      EpollEntry& entry = it->second;
+      uint32_t ready = 0;
+      uint32_t report = entry_report(entry, d.stream, d.fd, &ready);
+      if (entry.event.events & EPOLLET) entry.reported = ready;
       if (report == 0) continue;
       events[n].events = report;
       events[n].data = entry.event.data;
       ++n;
-      if (wanted & EPOLLONESHOT) entry.disabled = true;
+      if (entry.event.events & EPOLLONESHOT) entry.disabled = true;
     }
     if (n < max) {
       int kernel = sys::real().epoll_wait(epfd, events + n, max - n, 0);
-      if (kernel > 0) n += kernel;
+      if (kernel > 0) n += drop_marker_events(*view, events + n, kernel);
     }
     if (n > 0 || wait_expired(deadline)) return n;
     if (core::monotonic_us() < spin_until) continue;
 
+    // Sleep on the kernel's set (its own fds, the nested sets, this set's
+    // eventfd: cleared, nothing here is ready) and what may wake ours.
+    clear_signal(*view);
     sleep_set.clear();
     sleep_set.add(pollfd{epfd, POLLIN, 0});
-    for (const Due& d : due) sleep_set.add_stream(d.stream, d.fd, POLLIN | POLLOUT);
+    for (const std::shared_ptr<EpollView>& p : inner) observe_view(*p, &sleep_set);
+    for (const DueEntry& d : due) sleep_on(&sleep_set, d);
     int rc = sleep_set.sleep(deadline, mask);
     if (rc < 0 && errno == EINTR) return -1;
   }

@@ -52,6 +52,7 @@ void reset(SocketState* s, int domain, int type, int protocol, SocketRole role) 
   s->stream.store(nullptr);
   s->listen_key.store(0);
   s->next_free = nullptr;
+  s->generation.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void release(SocketState* s) {
@@ -78,7 +79,11 @@ void install(int fd, SocketState* s) {
     if (s != nullptr) release(s);  // no memory for the table: the fd stays untracked (kernel)
     return;
   }
-  if (previous != nullptr) release(previous);
+  if (s != nullptr) s->fds.fetch_add(1, std::memory_order_acq_rel);
+  if (previous != nullptr) {
+    previous->fds.fetch_sub(1, std::memory_order_acq_rel);
+    release(previous);
+  }
 }
 
 }  // namespace
@@ -146,6 +151,16 @@ void share_fd(int oldfd, int newfd) {
   SocketState* s = ref.get();
   s->refs.fetch_add(1, std::memory_order_acq_rel);  // the new slot's reference
   install(newfd, s);
+}
+
+int find_fd_of(const SocketState* state, uint64_t generation, int except) {
+  int found = -1;
+  g_table.for_each_used(0, INT32_MAX, [&](int fd) {
+    if (found >= 0 || fd == except) return;
+    SocketRef ref = lookup_socket(fd);
+    if (ref.get() == state && ref->generation.load(std::memory_order_acquire) == generation) found = fd;
+  });
+  return found;
 }
 
 void for_each_socket(void (*fn)(int fd, const SocketRef& ref)) {

@@ -41,6 +41,11 @@ void forget_fd(int fd);
 // newfd now refers to what oldfd refers to (dup, dup2, dup3, F_DUPFD).
 void share_fd(int oldfd, int newfd);
 
+// An fd other than `except` that refers to the socket (state, generation)
+// now, or -1 (a scan of the whole table: for the rare case of a closed
+// number with a dup).
+int find_fd_of(const SocketState* state, uint64_t generation, int except = -1);
+
 // Calls fn(fd, ref) for every tracked fd (at exit: no fd may come or go).
 void for_each_socket(void (*fn)(int fd, const SocketRef& ref));
 

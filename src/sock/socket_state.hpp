@@ -29,6 +29,11 @@ struct SocketState {
   // A TCP listener that also listens in rdma_cm: its UpgradeEngine key.
   std::atomic<uint64_t> listen_key{0};
 
+  // Bumped each time the state is taken from the pool for a new socket: a
+  // (state, generation) pair names one socket even after recycling.
+  std::atomic<uint64_t> generation{0};
+  // Number of fd-table slots pointing here (fds open on the socket).
+  std::atomic<uint32_t> fds{0};
   // Number of fd-table slots plus live SocketRefs pointing here; 0 = in pool.
   std::atomic<uint32_t> refs{0};
   SocketState* next_free = nullptr;  // pool link, guarded by the pool lock

@@ -6,6 +6,7 @@
 
 #include "core/clock.hpp"
 #include "core/config.hpp"
+#include "sock/epoll_view.hpp"
 #include "sock/registry.hpp"
 #include "sock/stream_hooks.hpp"
 #include "sock/wait_sleep.hpp"
@@ -25,12 +26,19 @@ struct Managed {
 
 int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t* mask) {
   std::vector<Managed> managed;
+  // Epoll fds in the set whose readiness the library keeps (their
+  // eventfds): looked at before each kernel look, and slept on.
+  std::vector<std::shared_ptr<EpollView>> views;
   for (nfds_t i = 0; i < count; ++i) {
     if (fds[i].fd < 0) continue;
     SocketRef ref = lookup_socket(fds[i].fd);
-    if (StreamSocket* stream = managed_stream(ref)) managed.push_back(Managed{i, std::move(ref), stream});
+    if (StreamSocket* stream = managed_stream(ref)) {
+      managed.push_back(Managed{i, std::move(ref), stream});
+    } else if (!ref) {
+      if (std::shared_ptr<EpollView> view = view_in_use(fds[i].fd)) views.push_back(std::move(view));
+    }
   }
-  if (managed.empty()) return sys::real().ppoll(fds, count, timeout, mask);
+  if (managed.empty() && views.empty()) return sys::real().ppoll(fds, count, timeout, mask);
 
   sys::ReentryGuard guard;
   const int64_t deadline = wait_deadline(timeout);
@@ -44,6 +52,7 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
   for (;;) {
     // The kernel's fds, without waiting; the stream sockets, from the library.
     for (nfds_t i = 0; i < count; ++i) kernel[i].revents = 0;
+    for (const std::shared_ptr<EpollView>& view : views) observe_view(*view, nullptr);
     const timespec now{0, 0};
     int rc = sys::real().ppoll(kernel.data(), count, &now, nullptr);
     if (rc < 0) return -1;
@@ -57,6 +66,7 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
     // Sleep on everything that can change the answer.
     sleep_set.clear();
     for (const pollfd& p : kernel) sleep_set.add(p);
+    for (const std::shared_ptr<EpollView>& view : views) observe_view(*view, &sleep_set);
     for (const Managed& m : managed) sleep_set.add_stream(m.stream, fds[m.index].fd, fds[m.index].events);
     rc = sleep_set.sleep(deadline, mask);
     if (rc < 0 && errno == EINTR) return -1;
@@ -68,7 +78,9 @@ bool select_has_stream(int nfds, const fd_set* readfds, const fd_set* writefds, 
   for (int fd = 0; fd < nfds; ++fd) {
     bool listed = (readfds != nullptr && FD_ISSET(fd, readfds)) || (writefds != nullptr && FD_ISSET(fd, writefds)) ||
                   (exceptfds != nullptr && FD_ISSET(fd, exceptfds));
-    if (listed && managed_stream(lookup_socket(fd)) != nullptr) return true;
+    if (!listed) continue;
+    SocketRef ref = lookup_socket(fd);
+    if (managed_stream(ref) != nullptr || (!ref && view_in_use(fd))) return true;
   }
   return false;
 }

@@ -23,21 +23,27 @@ namespace vsock::sock {
 // result when no fd in the set is an upgraded socket.
 int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t* mask);
 
-// Whether any fd in the sets is an upgraded socket (else select is the
-// kernel's call, unchanged).
+// Whether any fd in the sets is an upgraded socket or an epoll fd the
+// library serves (else select is the kernel's call, unchanged).
 bool select_has_stream(int nfds, const fd_set* readfds, const fd_set* writefds, const fd_set* exceptfds);
 // pselect() semantics through wait_poll, for sets select_has_stream()
 // accepted (select's timeout form is converted by the caller).
 int wait_select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, const timespec* timeout,
                 const sigset_t* mask);
 
-// epoll: the library's view of an epoll set holds the upgradable TCP
-// sockets registered in it; the rest stays in the kernel's set.
+// epoll (epoll_view.hpp): the library's view of an epoll set holds the
+// upgradable TCP sockets and the epoll fds registered in it; the rest stays
+// in the kernel's set. epoll_created(): a new epoll fd (its view).
+void epoll_created(int epfd);
 int epoll_control(int epfd, int op, int fd, epoll_event* event);
 int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeout, const sigset_t* mask);
-// Whether epfd has a library view (else epoll_wait is the kernel's call).
+// Whether the library serves waits on epfd (else epoll_wait is the
+// kernel's call): it held an upgradable socket or an epoll fd.
 bool epoll_has_view(int epfd);
-// An fd was closed: if it was an epoll fd, forget its view.
+// An fd (or a range) was closed: if it was an epoll fd, forget its view.
 void epoll_forget(int fd);
+// `fd` is about to be closed: a dup keeps registrations alive (as orphans).
+void epoll_closing(int fd);
+void epoll_forget_range(unsigned int first, unsigned int last);
 
 }  // namespace vsock::sock

@@ -29,10 +29,8 @@ RDMA_PROGRAMS=" $(echo $RDMA_PROGRAMS) "  # one line, single spaces
 # and their result is printed, but a difference from the kernel does not
 # fail this test (a program that starts to pass is reported too, so the
 # list can shrink). Everything else must match the kernel.
-#  - an epoll fd inside a poll set does not see upgraded sockets (issue 4).
-declare -A KNOWN_LIMIT=(
-  [epoll_close]="an epoll fd in a poll set does not see upgraded sockets"
-)
+#  (none at present)
+declare -A KNOWN_LIMIT=()
 
 VSOCK_TEST_ADDR=$(ut_address)
 export VSOCK_TEST_ADDR VSOCK_STATS=1
