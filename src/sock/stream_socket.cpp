@@ -447,6 +447,7 @@ int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
   bool transitional = !kernel_only() && upgrade_.phase() != UpgradePhase::kSwitched &&
                       upgrade_.phase() != UpgradePhase::kFailed;
   *slice_ms = pending ? 0 : transitional ? kTransitionSliceMs : kIdleSliceMs;
+  if (!pending) core::stat_add(core::Stat::wait_sleeps);
   return n;
 }
 
@@ -489,6 +490,7 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
     if (now >= deadline_ms) return R::fail(EAGAIN);
     if (deadline_ms - now < slice) slice = static_cast<int>(deadline_ms - now);
   }
+  core::stat_add(core::Stat::wait_sleeps);
   held.unlock();
   int rc = sys::real().poll(fds, static_cast<nfds_t>(n), slice);
   int saved = errno;
