@@ -6,7 +6,17 @@
 //       port, prints "READY <port>" on stdout, serves until SIGTERM/SIGINT.
 //   vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call --port P [--addr A]
 //       [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple]
+//       [--wait block|poll|epoll] [--peer-pid PID]
 //       Prints one line: "result test=... key=value ...".
+//
+// tcp-lat also reports the CPU time (user + system, every thread) the
+// measured phase cost: cpu_s of the client (getrusage) and, with
+// --peer-pid (the server's pid, same machine), peer_cpu_s from
+// /proc/PID/stat; msgs counts both directions (2 per round trip).
+// --wait poll|epoll makes both ends wait for each message in poll() or
+// epoll_wait() before reading it (the server learns the mode from the
+// Hello), so the library's poll/epoll wait is measured instead of its
+// blocking read.
 //
 // --simple is for socket layers that implement only part of the socket API
 // (rsocket's librspreload.so): the server has no UDP socket and no thread,
@@ -34,6 +44,8 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -45,6 +57,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -59,12 +73,14 @@ constexpr int kUdpReplyTimeoutMs = 1000;
 constexpr unsigned kSimpleConnectionAlarmS = 300;  // --simple server: bound of one connection
 
 enum class Test : uint32_t { kTcpLatency = 1, kTcpThroughput = 2, kUdpLatency = 3 };
+// How a latency run waits for the next message (Hello::wait).
+enum class WaitMode : uint32_t { kBlock = 0, kPoll = 1, kEpoll = 2 };
 
 struct Hello {
   uint32_t magic;
   uint32_t test;
   uint32_t size;
-  uint32_t reserved;
+  uint32_t wait;  // WaitMode; 0 (blocking read) from older clients
 };
 
 struct Options {
@@ -78,6 +94,8 @@ struct Options {
   double seconds = 5.0;
   int cpu = -1;
   bool simple = false;
+  WaitMode wait = WaitMode::kBlock;
+  int peer_pid = -1;
 };
 
 std::atomic<bool> g_stop{false};
@@ -92,7 +110,8 @@ std::atomic<bool> g_stop{false};
                "vsock_bench: %s\n"
                "usage: vsock_bench server [--addr A] [--port P] [--cpu N] [--simple]\n"
                "       vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call --port P [--addr A]\n"
-               "                          [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple]\n",
+               "                          [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple]\n"
+               "                          [--wait block|poll|epoll] [--peer-pid PID]\n",
                message.c_str());
   std::exit(2);
 }
@@ -128,10 +147,53 @@ void pin_to_cpu(int cpu) {
   if (sched_setaffinity(0, sizeof set, &set) != 0) die("sched_setaffinity");
 }
 
+// Waits until fd is readable in poll() or epoll_wait() (WaitMode), so that
+// the read after it does not block. Level-triggered; kIoTimeoutS bound.
+class Waiter {
+ public:
+  Waiter(int fd, WaitMode mode) : fd_(fd), mode_(mode) {
+    if (mode_ != WaitMode::kEpoll) return;
+    epfd_ = epoll_create1(EPOLL_CLOEXEC);
+    if (epfd_ < 0) die("epoll_create1");
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) die("epoll_ctl");
+  }
+  ~Waiter() {
+    if (epfd_ >= 0) close(epfd_);
+  }
+  Waiter(const Waiter&) = delete;
+  Waiter& operator=(const Waiter&) = delete;
+  // false on timeout or error (errno set).
+  bool wait() const {
+    for (;;) {
+      int n = 1;
+      if (mode_ == WaitMode::kPoll) {
+        pollfd pfd{fd_, POLLIN, 0};
+        n = poll(&pfd, 1, kIoTimeoutS * 1000);
+      } else if (mode_ == WaitMode::kEpoll) {
+        epoll_event ev{};
+        n = epoll_wait(epfd_, &ev, 1, kIoTimeoutS * 1000);
+      }
+      if (n > 0) return true;
+      if (n == 0) errno = ETIMEDOUT;
+      if (n == 0 || errno != EINTR || g_stop.load()) return false;
+    }
+  }
+
+ private:
+  int fd_;
+  WaitMode mode_;
+  int epfd_ = -1;
+};
+
 // Reads exactly len bytes; false on EOF or error (errno set; 0 for EOF).
-bool read_exact(int fd, void* buf, size_t len) {
+// With a waiter, waits in it before each read.
+bool read_exact(int fd, void* buf, size_t len, const Waiter* waiter = nullptr) {
   auto* p = static_cast<char*>(buf);
   while (len > 0) {
+    if (waiter != nullptr && !waiter->wait()) return false;
     ssize_t n = read(fd, p, len);
     if (n > 0) {
       p += n;
@@ -173,7 +235,10 @@ void serve_tcp_connection(int fd, bool simple) {
   std::vector<char> buf(hello.size);
   if (hello.test == static_cast<uint32_t>(Test::kTcpLatency)) {
     set_nodelay(fd);
-    while (read_exact(fd, buf.data(), buf.size()) && write_all(fd, buf.data(), buf.size())) {
+    WaitMode mode = hello.wait <= static_cast<uint32_t>(WaitMode::kEpoll) ? static_cast<WaitMode>(hello.wait)
+                                                                         : WaitMode::kBlock;
+    Waiter waiter(fd, mode);
+    while (read_exact(fd, buf.data(), buf.size(), &waiter) && write_all(fd, buf.data(), buf.size())) {
     }
   } else if (hello.test == static_cast<uint32_t>(Test::kTcpThroughput)) {
     uint64_t total = 0;
@@ -301,23 +366,58 @@ int connect_tcp(const Options& o, Test test) {
   if (test == Test::kTcpLatency) set_nodelay(fd);  // streams keep Nagle, as iperf3 does
   sockaddr_in sa = make_address(o.addr, o.port);
   if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) die("connect");
-  Hello hello{kHelloMagic, static_cast<uint32_t>(test), o.size, 0};
+  Hello hello{kHelloMagic, static_cast<uint32_t>(test), o.size, static_cast<uint32_t>(o.wait)};
   if (!write_all(fd, &hello, sizeof hello)) die("send hello");
   return fd;
 }
 
-void print_latency(const Options& o, std::vector<double>& samples, long lost) {
+// CPU seconds (user + system, all threads) of this process.
+double self_cpu_seconds() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
+// The same for another process, from /proc/PID/stat (utime and stime, the
+// 14th and 15th fields, in clock ticks); -1 if it cannot be read.
+double process_cpu_seconds(int pid) {
+  if (pid <= 0) return -1;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return -1;
+  size_t end = line.rfind(')');  // the command name may hold spaces
+  if (end == std::string::npos) return -1;
+  std::istringstream fields(line.substr(end + 2));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  // After the name: state is field 3, so utime (14) is the 12th from here.
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+struct CpuMark {
+  double self = 0, peer = -1;
+};
+
+CpuMark cpu_mark(const Options& o) { return CpuMark{self_cpu_seconds(), process_cpu_seconds(o.peer_pid)}; }
+
+void print_latency(const Options& o, std::vector<double>& samples, long lost, const std::string& extra = "") {
   if (samples.empty()) {
     std::fprintf(stderr, "vsock_bench: no round trip completed\n");
     std::exit(1);
   }
   LatencySummary s = summarize(samples);
-  std::printf("result test=%s size=%u iters=%zu p50_us=%.2f p99_us=%.2f mean_us=%.2f min_us=%.2f max_us=%.2f lost=%ld\n",
-              o.test.c_str(), o.size, samples.size(), s.p50, s.p99, s.mean, s.min, s.max, lost);
+  std::printf("result test=%s size=%u iters=%zu p50_us=%.2f p99_us=%.2f mean_us=%.2f min_us=%.2f max_us=%.2f lost=%ld%s\n",
+              o.test.c_str(), o.size, samples.size(), s.p50, s.p99, s.mean, s.min, s.max, lost, extra.c_str());
 }
 
 int run_tcp_latency(const Options& o) {
   int fd = connect_tcp(o, Test::kTcpLatency);
+  Waiter waiter(fd, o.wait);
   std::vector<char> out(o.size), in(o.size);
   std::vector<double> samples;
   samples.reserve(static_cast<size_t>(o.iters));
@@ -325,26 +425,41 @@ int run_tcp_latency(const Options& o) {
   double warmup_end = start + o.seconds / 4;
   double deadline = start + o.seconds;
   bool warming = o.warmup > 0;
+  CpuMark cpu0 = cpu_mark(o);
+  double measure_start = start;
   for (long i = 0, measured = 0; measured < o.iters; ++i) {
     out[0] = out[o.size - 1] = static_cast<char>(i);
     double t0 = now_seconds();
     if (!write_all(fd, out.data(), out.size())) die("write");
-    if (!read_exact(fd, in.data(), in.size())) die("read echo");
+    if (!read_exact(fd, in.data(), in.size(), &waiter)) die("read echo");
     double t1 = now_seconds();
     if (in[0] != out[0] || in[o.size - 1] != out[o.size - 1]) {
       std::fprintf(stderr, "vsock_bench: echo %ld differs from what was sent\n", i);
       return 1;
     }
     if (warming) {
-      if (i + 1 >= o.warmup || t1 > warmup_end) warming = false;
+      if (i + 1 >= o.warmup || t1 > warmup_end) {
+        warming = false;
+        cpu0 = cpu_mark(o);
+        measure_start = now_seconds();
+      }
       continue;
     }
     samples.push_back((t1 - t0) * 1e6);
     ++measured;
     if (t1 > deadline) break;
   }
+  CpuMark cpu1 = cpu_mark(o);
+  double wall = now_seconds() - measure_start;
   close(fd);
-  print_latency(o, samples, 0);
+  char extra[160];
+  std::snprintf(extra, sizeof extra, " msgs=%zu wall_s=%.3f cpu_s=%.3f", 2 * samples.size(), wall, cpu1.self - cpu0.self);
+  std::string cpu = extra;
+  if (cpu0.peer >= 0 && cpu1.peer >= 0) {
+    std::snprintf(extra, sizeof extra, " peer_cpu_s=%.3f", cpu1.peer - cpu0.peer);
+    cpu += extra;
+  }
+  print_latency(o, samples, 0, cpu);
   return 0;
 }
 
@@ -482,6 +597,14 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--warmup") o.warmup = parse_number("--warmup", value, 0, 1L << 30);
     else if (flag == "--seconds") o.seconds = static_cast<double>(parse_number("--seconds", value, 1, 3600));
     else if (flag == "--cpu") o.cpu = static_cast<int>(parse_number("--cpu", value, 0, CPU_SETSIZE - 1));
+    else if (flag == "--peer-pid") o.peer_pid = static_cast<int>(parse_number("--peer-pid", value, 1, 1L << 22));
+    else if (flag == "--wait") {
+      std::string mode = value;
+      if (mode == "block") o.wait = WaitMode::kBlock;
+      else if (mode == "poll") o.wait = WaitMode::kPoll;
+      else if (mode == "epoll") o.wait = WaitMode::kEpoll;
+      else usage_error("--wait must be block, poll or epoll");
+    }
     else usage_error("unknown option " + flag);
   }
   return o;

@@ -56,6 +56,10 @@ struct vsock_stats {
   /* RDMA WRITEs that carried stream data: below rdma_sends when small
    * writes coalesce (Nagle, autocork; docs/configuration.md). */
   uint64_t rdma_writes;
+  /* Waits on an upgraded socket that went to sleep (a blocking call after
+   * its spin budget, or a poll/select/epoll sleep, per socket watched);
+   * the rest ended while spinning (VSOCK_SPIN_US, the profile). */
+  uint64_t wait_sleeps;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

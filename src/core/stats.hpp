@@ -36,7 +36,8 @@ namespace vsock::core {
   X(fallback_transport_error)  \
   X(reverts_sent)              \
   X(reverts_received)          \
-  X(rdma_writes)
+  X(rdma_writes)               \
+  X(wait_sleeps)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

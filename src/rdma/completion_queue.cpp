@@ -62,13 +62,16 @@ void CompletionQueue::reset() {
 }
 
 CompletionQueue::CompletionQueue(CompletionQueue&& other) noexcept
-    : channel_(std::exchange(other.channel_, nullptr)), cq_(std::exchange(other.cq_, nullptr)) {}
+    : channel_(std::exchange(other.channel_, nullptr)),
+      cq_(std::exchange(other.cq_, nullptr)),
+      maybe_event_(std::exchange(other.maybe_event_, false)) {}
 
 CompletionQueue& CompletionQueue::operator=(CompletionQueue&& other) noexcept {
   if (this != &other) {
     reset();
     channel_ = std::exchange(other.channel_, nullptr);
     cq_ = std::exchange(other.cq_, nullptr);
+    maybe_event_ = std::exchange(other.maybe_event_, false);
   }
   return *this;
 }
@@ -82,23 +85,44 @@ core::Result<int> CompletionQueue::poll(ibv_wc* out, int max) {
 Status CompletionQueue::arm(bool solicited_only) {
   int rc = ibv_req_notify_cq(cq_, solicited_only ? 1 : 0);
   if (rc != 0) return Status::fail(report_error(rc, "ibv_req_notify_cq"));
+  maybe_event_ = true;
   return ok_status();
 }
 
 core::Result<int> CompletionQueue::drain_events() {
   if (channel_ == nullptr) return core::Result<int>::fail(report_error(EINVAL, "drain_events: CQ has no channel"));
+  // Nothing armed since the channel was last empty: no event to read, and
+  // no read() that fails with EAGAIN. (An arm that raced with the last
+  // drain can leave one event unread; the next sleeper arms first, wakes
+  // at once and drains it.)
+  if (!maybe_event_) return core::Result<int>::ok(0);
   int events = 0;
   while (events < kMaxEventsPerDrain) {
     ibv_cq* event_cq = nullptr;
     void* event_context = nullptr;
     if (ibv_get_cq_event(channel_, &event_cq, &event_context) != 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      return core::Result<int>::fail(report_error(errno, "ibv_get_cq_event"));
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        return core::Result<int>::fail(report_error(errno, "ibv_get_cq_event"));
+      maybe_event_ = false;
+      break;
     }
     ++events;
   }
   if (events > 0) ibv_ack_cq_events(cq_, static_cast<unsigned>(events));
   return core::Result<int>::ok(events);
+}
+
+Status CompletionQueue::moderate(uint32_t count, uint32_t period_us) {
+  if (count == 0 && period_us == 0) return ok_status();
+  ibv_modify_cq_attr attr{};
+  attr.attr_mask = IBV_CQ_ATTR_MODERATE;
+  attr.moderate.cq_count = static_cast<uint16_t>(count > 0xffff ? 0xffff : count);
+  attr.moderate.cq_period = static_cast<uint16_t>(period_us > 0xffff ? 0xffff : period_us);
+  int rc = ibv_modify_cq(cq_, &attr);
+  // Providers without it answer EOPNOTSUPP (rxe) or ENOSYS; not an error.
+  if (rc == EOPNOTSUPP || rc == ENOSYS || rc == ENOTSUP) return Status::fail(ENOTSUP);
+  if (rc != 0) return Status::fail(report_error(rc, "ibv_modify_cq(count %u, period %u us)", count, period_us));
+  return ok_status();
 }
 
 core::Result<int> CompletionQueue::wait_event(int timeout_ms) {
@@ -110,6 +134,7 @@ core::Result<int> CompletionQueue::wait_event(int timeout_ms) {
   long n = ::syscall(SYS_ppoll, &pfd, 1, &timeout, nullptr, 0);
   if (n < 0) return core::Result<int>::fail(errno);  // EINTR: not an error worth a log line
   if (n == 0) return core::Result<int>::ok(0);
+  maybe_event_ = true;  // readable: whatever the bookkeeping says, read it
   return drain_events();
 }
 

@@ -43,8 +43,15 @@ class CompletionQueue {
   // the next solicited or error completion).
   Status arm(bool solicited_only = false);
   // Consumes and acknowledges the channel events already pending, without
-  // blocking; returns how many (0: none). Each event disarms the CQ.
+  // blocking; returns how many (0: none). Each event disarms the CQ. Without
+  // an arm() since the last drain that found the channel empty, no event
+  // can be pending and no system call is made (waits look often).
   core::Result<int> drain_events();
+  // Completion moderation (ibv_modify_cq): one event per `count` completions
+  // or `period_us`, whichever first. 0 / 0 leaves the CQ as created. ENOTSUP
+  // when the device has no moderation (rxe, siw): the caller goes on
+  // without it.
+  Status moderate(uint32_t count, uint32_t period_us);
   // Waits at most timeout_ms (>= 0) for the channel fd (raw ppoll system call,
   // never the interposed poll), then drains. Returns the number of events,
   // 0 on timeout; EINTR is passed up so signals behave as in the kernel.
@@ -54,6 +61,9 @@ class CompletionQueue {
   void reset();
   ibv_comp_channel* channel_ = nullptr;
   ibv_cq* cq_ = nullptr;
+  // arm() called since the channel was last found empty: an event may be
+  // (or become) pending. Callers hold the owner's lock, as for poll().
+  bool maybe_event_ = false;
 };
 
 }  // namespace vsock::rdma

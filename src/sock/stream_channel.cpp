@@ -1,5 +1,6 @@
 #include "sock/stream_channel.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -90,6 +91,18 @@ class StreamChannel::PostBatch {
   int count_ = 0;
 };
 
+// The profile's completion moderation, where the device has it. Without it
+// (rxe, siw) the channel works the same, only with an event per completion
+// while armed; said once per process, at info level.
+static void apply_moderation(const rdma::Device& device, rdma::CompletionQueue& cq, const StreamConfig& config) {
+  rdma::Status moderated = cq.moderate(config.cq_mod_count, config.cq_mod_us);
+  if (moderated || moderated.error() != ENOTSUP) return;  // other errors: logged by moderate()
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    VSOCK_LOG(kInfo, "completion moderation (cq_mod_count %u, cq_mod_us %u) not supported by %s: ignored",
+              config.cq_mod_count, config.cq_mod_us, device.name().c_str());
+}
+
 core::Result<StreamChannel> StreamChannel::create(const rdma::Device& device, const StreamConfig& config) {
   using R = core::Result<StreamChannel>;
   if (!device.valid() || config.sq_depth < kControlReserve + 2 || config.rq_depth == 0 || config.signal_every == 0 ||
@@ -111,6 +124,7 @@ core::Result<StreamChannel> StreamChannel::create(const rdma::Device& device, co
   auto cq = rdma::CompletionQueue::create(device, static_cast<int>(cq_depth), true);
   if (!cq) return R::fail(cq.error());
   channel.cq_ = std::move(cq.value());
+  apply_moderation(device, channel.cq_, config);
   auto ring = rdma::ReceiveRing::create(channel.pd_, config.ring_size);
   if (!ring) return R::fail(ring.error());
   channel.ring_ = std::move(ring.value());

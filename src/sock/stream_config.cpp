@@ -11,6 +11,8 @@ StreamConfig StreamConfig::from_settings(const core::Settings& settings) {
   config.signal_every = settings.signal_every;
   config.autocork = settings.autocork;
   config.nagle = settings.nagle;
+  config.cq_mod_count = settings.cq_mod_count;
+  config.cq_mod_us = settings.cq_mod_us;
   return config;
 }
 

@@ -29,6 +29,10 @@ struct StreamConfig {
   // While coalescing: small writes within this long of the last DATA post
   // gather (0: only while a completion is pending).
   uint32_t cork_window_us = 200;
+  // Completion moderation of the channel's CQ (0 / 0: none); ignored, with
+  // one log line, on devices without it.
+  uint32_t cq_mod_count = 0;
+  uint32_t cq_mod_us = 0;
 
   static StreamConfig from_settings(const core::Settings& settings);
 };

@@ -12,6 +12,7 @@
 #include "core/log.hpp"
 #include "core/stats.hpp"
 #include "sock/signal_restart.hpp"
+#include "sock/spin_budget.hpp"
 #include "sock/wire/bound_message.hpp"
 #include "sock/wire/byte_order.hpp"
 #include "sock/wire/protocol.hpp"
@@ -447,6 +448,7 @@ int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
   bool transitional = !kernel_only() && upgrade_.phase() != UpgradePhase::kSwitched &&
                       upgrade_.phase() != UpgradePhase::kFailed;
   *slice_ms = pending ? 0 : transitional ? kTransitionSliceMs : kIdleSliceMs;
+  if (!pending) core::stat_add(core::Stat::wait_sleeps);
   return n;
 }
 
@@ -462,15 +464,15 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
   if (channel != nullptr && channel->started()) {
     // The application waits: nothing more is coming to coalesce with.
     channel->flush();
-    // Spin first (the profile's budget): a reply that is microseconds away
-    // is not worth a sleep and a wake-up.
-    const int64_t spin_until = core::monotonic_us() + core::config().settings.spin_us;
-    while (core::monotonic_us() < spin_until) {
+    // Spin first (the profile's budget, never past the deadline): a reply
+    // that is microseconds away is not worth a sleep and a wake-up.
+    SpinBudget spin(core::config().settings.spin_us, deadline_ms < 0 ? -1 : deadline_ms * 1000);
+    do {
       if (channel->progress().value() > 0) {
         advance();
         return R::ok(true);
       }
-    }
+    } while (spin.next());
   }
   if (channel != nullptr) {
     channel->arm();
@@ -489,6 +491,7 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
     if (now >= deadline_ms) return R::fail(EAGAIN);
     if (deadline_ms - now < slice) slice = static_cast<int>(deadline_ms - now);
   }
+  core::stat_add(core::Stat::wait_sleeps);
   held.unlock();
   int rc = sys::real().poll(fds, static_cast<nfds_t>(n), slice);
   int saved = errno;

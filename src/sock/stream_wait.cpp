@@ -8,15 +8,10 @@
 #include <cerrno>
 
 #include "core/clock.hpp"
+#include "sock/spin_budget.hpp"
 
 namespace vsock::sock {
 namespace {
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
 
 // One progress() step; true when the wait is over (ready or failed).
 core::Result<bool> step(StreamChannel& channel, WaitPredicate ready, void* context) {
@@ -32,23 +27,17 @@ core::Result<bool> wait_until(StreamChannel& channel, WaitPredicate ready, void*
   using R = core::Result<bool>;
   const int64_t start = core::monotonic_us();
   const int64_t deadline = timeout_ms < 0 ? INT64_MAX : start + int64_t{timeout_ms} * 1000;
-  const int64_t spin_end = start + int64_t{spin_us};
   // The caller waits: what coalescing holds goes now (it may be what the
   // peer needs to answer).
   channel.flush();
 
-  // 1. Spin.
-  for (uint64_t spins = 0;; ++spins) {
+  // 1. Spin (SpinBudget: at most spin_us, never past the deadline).
+  SpinBudget spin(spin_us, deadline == INT64_MAX ? -1 : deadline);
+  do {
     core::Result<bool> done = step(channel, ready, context);
     if (!done || done.value()) return done;
-    if ((spins & 15) != 0) {
-      cpu_relax();
-      continue;
-    }
-    int64_t now = core::monotonic_us();
-    if (now >= deadline) return R::ok(false);
-    if (now >= spin_end) break;
-  }
+  } while (spin.next());
+  if (core::monotonic_us() >= deadline) return R::ok(false);  // timeout 0: no arm either
 
   // 2 and 3. Arm, poll once more, sleep; repeat.
   for (;;) {
