@@ -14,6 +14,7 @@
 #include "core/config.hpp"
 #include "sock/epoll_view.hpp"
 #include "sock/registry.hpp"
+#include "sock/spin_budget.hpp"
 #include "sock/stream_hooks.hpp"
 #include "sock/wait_engine.hpp"
 #include "sock/wait_sleep.hpp"
@@ -175,7 +176,9 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
   if (!view || max <= 0) return sys::real().epoll_pwait2(epfd, events, max, timeout, mask);
   sys::ReentryGuard guard;
   const int64_t deadline = wait_deadline(timeout);
-  const int64_t spin_until = core::monotonic_us() + core::config().settings.spin_us;
+  // The profile's spin (bounded, yields the CPU now and then), then sleeps.
+  SpinBudget spin(core::config().settings.spin_us, deadline < 0 ? -1 : deadline * 1000);
+  bool spinning = true;
   std::vector<DueEntry> due;
   std::vector<std::shared_ptr<EpollView>> inner;
   SleepSet sleep_set;
@@ -205,7 +208,7 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
       if (kernel > 0) n += drop_marker_events(*view, events + n, kernel);
     }
     if (n > 0 || wait_expired(deadline)) return n;
-    if (core::monotonic_us() < spin_until) continue;
+    if (spinning && (spinning = spin.next())) continue;
 
     // Sleep on the kernel's set (its own fds, the nested sets, this set's
     // eventfd: cleared, nothing here is ready) and what may wake ours.

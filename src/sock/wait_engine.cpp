@@ -8,6 +8,7 @@
 #include "core/config.hpp"
 #include "sock/epoll_view.hpp"
 #include "sock/registry.hpp"
+#include "sock/spin_budget.hpp"
 #include "sock/stream_hooks.hpp"
 #include "sock/wait_sleep.hpp"
 #include "sys/real_calls.hpp"
@@ -42,8 +43,9 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
 
   sys::ReentryGuard guard;
   const int64_t deadline = wait_deadline(timeout);
-  // Look again without sleeping for the profile's spin budget.
-  const int64_t spin_until = core::monotonic_us() + core::config().settings.spin_us;
+  // The profile's spin (bounded, yields the CPU now and then), then sleeps.
+  SpinBudget spin(core::config().settings.spin_us, deadline < 0 ? -1 : deadline * 1000);
+  bool spinning = true;
   // The kernel's part of the set: upgraded sockets' entries are -1, which
   // ppoll skips (their TCP side is watched through add_stream()).
   std::vector<pollfd> kernel(fds, fds + count);
@@ -61,7 +63,7 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
     for (const Managed& m : managed) fds[m.index].revents = m.stream->poll_events(fds[m.index].fd, fds[m.index].events);
     for (nfds_t i = 0; i < count; ++i) ready += fds[i].revents != 0;
     if (ready > 0 || wait_expired(deadline)) return ready;
-    if (core::monotonic_us() < spin_until) continue;
+    if (spinning && (spinning = spin.next())) continue;
 
     // Sleep on everything that can change the answer.
     sleep_set.clear();
