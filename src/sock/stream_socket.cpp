@@ -466,13 +466,27 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
     channel->flush();
     // Spin first (the profile's budget, never past the deadline): a reply
     // that is microseconds away is not worth a sleep and a wake-up.
+    // The lock is let go between looks, so that another thread can send or
+    // receive on the socket meanwhile; if it took what we wait for (data or
+    // credit arrived, bytes moved in our direction) the caller looks again.
+    auto marker = [what](const StreamCounters& c) {
+      return what == WaitFor::kRead ? c.data_received + c.messages_received + c.bytes_read
+                                    : c.credits_received + c.bytes_written;
+    };
     SpinBudget spin(core::config().settings.spin_us, deadline_ms < 0 ? -1 : deadline_ms * 1000);
-    do {
+    for (;;) {
       if (channel->progress().value() > 0) {
         advance();
         return R::ok(true);
       }
-    } while (spin.next());
+      const uint64_t before = marker(channel->counters());
+      held.unlock();
+      bool more = spin.next();
+      held.lock();
+      if (kernel_only() || channel_.get() != channel || channel->error() != 0) return R::ok(true);
+      if (marker(channel->counters()) != before) return R::ok(true);
+      if (!more) break;
+    }
   }
   if (channel != nullptr) {
     channel->arm();
