@@ -418,7 +418,9 @@ bool StreamSocket::close_finished() {
 
 uint64_t StreamSocket::activity() {
   std::unique_lock<std::mutex> held(mu_);
-  uint64_t value = eagain_count_;
+  // Our own shutdown changes readiness too (POLLIN|POLLRDHUP after SHUT_RD,
+  // POLLHUP once both directions are shut), as the kernel's wake-up on it.
+  uint64_t value = eagain_count_ + (read_shut_ ? 1 : 0) + (write_shut_ ? 2 : 0);
   if (channel_) value += channel_->counters().data_received + channel_->counters().credits_received +
                          channel_->counters().messages_received;
   return value;

@@ -417,7 +417,9 @@ short StreamSocket::poll_events(int fd, short events) {
   if (writer_.tcp_allowed() ? (kernel.revents & POLLOUT) != 0 && !resend_pending()
                             : (channel_ && channel_->writable()))
     ready |= POLLOUT;
-  if (peer_done && write_shut_) ready |= POLLHUP;
+  // POLLHUP once both directions are shut, the reading one by the peer's
+  // FIN or by our own SHUT_RD (the kernel's sk_shutdown == SHUTDOWN_MASK).
+  if ((peer_done || read_shut_) && write_shut_) ready |= POLLHUP;
   // Until a byte can be in a ring, the kernel's errors are the socket's
   // (e.g. a refused non-blocking connect).
   if (!upgrade_.committed()) ready |= static_cast<short>(kernel.revents & (POLLERR | POLLHUP));

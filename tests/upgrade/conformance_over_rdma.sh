@@ -20,8 +20,12 @@ ut_expect_rdma "$@" && expect=1
 # only TCP pair, which may keep it on TCP), fork_exec, vfork_exec and
 # unix_scm_rights (they hand sockets over before any data), signal_eintr,
 # sockopt_roundtrip, socket_errors, epoll_close (little or no data), udp_*.
+# The wait-engine programs (epoll_flags, poll_edges, select_edges,
+# threads_wait, epoll_nested) warm their pairs up until both directions go
+# over RDMA (warm_up.c) before they look at readiness.
 RDMA_PROGRAMS=" tcp_blocking tcp_nonblocking tcp_recv_flags tcp_small_writes tcp_shutdown msg_iov sendfile_tcp epoll_level
-  epoll_edge fd_dup fortify high_fd select_mixed signal_eintr fork_inflight "
+  epoll_edge fd_dup fortify high_fd select_mixed signal_eintr fork_inflight
+  epoll_flags poll_edges select_edges threads_wait epoll_nested "
 
 RDMA_PROGRAMS=" $(echo $RDMA_PROGRAMS) "  # one line, single spaces
 
