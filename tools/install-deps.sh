@@ -8,7 +8,7 @@ packages=(
   # Soft-RoCE test bed (tests/rxe/)
   qemu-system-x86 busybox-static iproute2 kmod xz-utils util-linux ibverbs-utils librdmacm1
   # real programs and peers for tests and benchmarks
-  redis-server redis-tools iperf3 sockperf memcached libmemcached-tools python3 perftest rdmacm-utils
+  redis-server redis-tools iperf3 sockperf memcached libmemcached-tools python3 nodejs perftest rdmacm-utils
   # tools the tests use
   binutils perl strace clang libclang-rt-14-dev
 )

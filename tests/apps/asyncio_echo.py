@@ -2,17 +2,19 @@
 
 server HOST: listens on an ephemeral TCP port and binds UDP to the same port
 number, prints "READY <port>" once both are up, echoes until SIGTERM.
-client HOST PORT COUNT: sends COUNT messages of varied sizes over several
-concurrent TCP connections, and COUNT/10 datagrams, and checks every echo.
-Exit status 0 only when every reply matched.
+client HOST PORT COUNT [CONNECTIONS]: sends COUNT messages of varied sizes
+over CONNECTIONS (default 4) concurrent TCP connections, and COUNT/10
+datagrams, and checks every echo; prints the TCP bytes echoed and the time
+the TCP part took. Exit status 0 only when every reply matched.
 """
 
 import asyncio
 import signal
 import socket
 import sys
+import time
 
-TCP_CONNECTIONS = 4
+DEFAULT_TCP_CONNECTIONS = 4
 UDP_TIMEOUT_S = 2.0
 
 
@@ -74,6 +76,7 @@ def message(connection, index):
 async def tcp_client(host, port, connection, count):
     reader, writer = await asyncio.open_connection(host, port)
     writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    echoed = 0
     for index in range(count):
         sent = message(connection, index)
         writer.write(sent)
@@ -81,9 +84,10 @@ async def tcp_client(host, port, connection, count):
         got = await reader.readexactly(len(sent))
         if got != sent:
             raise AssertionError(f"connection {connection} message {index}: echo differs")
+        echoed += len(got)
     writer.close()
     await writer.wait_closed()
-    return count
+    return count, echoed
 
 
 class DatagramClient(asyncio.DatagramProtocol):
@@ -123,21 +127,26 @@ async def udp_client(host, port, count):
     return echoed
 
 
-async def run_client(host, port, count):
-    per_connection = [count // TCP_CONNECTIONS + (i < count % TCP_CONNECTIONS) for i in range(TCP_CONNECTIONS)]
-    done = await asyncio.gather(*(tcp_client(host, port, i, n) for i, n in enumerate(per_connection)))
+async def run_client(host, port, count, connections):
+    per_connection = [count // connections + (i < count % connections) for i in range(connections)]
+    start = time.monotonic()
+    results = await asyncio.gather(*(tcp_client(host, port, i, n) for i, n in enumerate(per_connection)))
+    elapsed = time.monotonic() - start
+    done = sum(n for n, _ in results)
     udp_count = max(1, count // 10)
     echoed = await udp_client(host, port, udp_count)
-    print(f"tcp messages echoed: {sum(done)}/{count} over {TCP_CONNECTIONS} connections")
+    print(f"tcp messages echoed: {done}/{count} over {connections} connections")
+    print(f"tcp bytes echoed: {sum(b for _, b in results)} in {elapsed:.3f} s")
     print(f"udp datagrams echoed: {echoed}/{udp_count}")
-    return 0 if sum(done) == count and echoed == udp_count else 1
+    return 0 if done == count and echoed == udp_count else 1
 
 
 def main(argv):
     if len(argv) == 2 and argv[0] == "server":
         return asyncio.run(serve(argv[1]))
-    if len(argv) == 4 and argv[0] == "client":
-        return asyncio.run(run_client(argv[1], int(argv[2]), int(argv[3])))
+    if len(argv) in (4, 5) and argv[0] == "client":
+        connections = int(argv[4]) if len(argv) == 5 else DEFAULT_TCP_CONNECTIONS
+        return asyncio.run(run_client(argv[1], int(argv[2]), int(argv[3]), connections))
     print(__doc__, file=sys.stderr)
     return 2
 
