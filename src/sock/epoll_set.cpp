@@ -174,6 +174,10 @@ void epoll_forget_range(unsigned int first, unsigned int last) { drop_view_range
 int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeout, const sigset_t* mask) {
   std::shared_ptr<EpollView> view = view_in_use(epfd);
   if (!view || max <= 0) return sys::real().epoll_pwait2(epfd, events, max, timeout, mask);
+  if (!valid_timeout(timeout)) {
+    errno = EINVAL;
+    return -1;
+  }
   sys::ReentryGuard guard;
   const int64_t deadline = wait_deadline(timeout);
   // The profile's spin (bounded, yields the CPU now and then), then sleeps.

@@ -8,6 +8,7 @@
 #include "core/config.hpp"
 #include "sock/epoll_view.hpp"
 #include "sock/registry.hpp"
+#include "sock/select_bits.hpp"
 #include "sock/spin_budget.hpp"
 #include "sock/stream_hooks.hpp"
 #include "sock/wait_sleep.hpp"
@@ -41,6 +42,10 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
   }
   if (managed.empty() && views.empty()) return sys::real().ppoll(fds, count, timeout, mask);
 
+  if (!valid_timeout(timeout)) {
+    errno = EINVAL;
+    return -1;
+  }
   sys::ReentryGuard guard;
   const int64_t deadline = wait_deadline(timeout);
   // The profile's spin (bounded, yields the CPU now and then), then sleeps.
@@ -52,16 +57,35 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
   for (const Managed& m : managed) kernel[m.index].fd = -1;
   SleepSet sleep_set;
   for (;;) {
-    // The kernel's fds, without waiting; the stream sockets, from the library.
+    // A socket closed (or its number reused) by another thread meanwhile:
+    // the kernel answers for the number now (POLLNVAL if closed).
+    for (auto it = managed.begin(); it != managed.end();) {
+      if (lookup_socket(fds[it->index].fd).get() == it->ref.get()) {
+        ++it;
+        continue;
+      }
+      kernel[it->index].fd = fds[it->index].fd;
+      it = managed.erase(it);
+    }
+    // The stream sockets, from the library; then the kernel's fds without
+    // waiting — under the caller's sigmask when nothing is ready yet, so a
+    // signal it unblocks ends even a zero-timeout call with EINTR, as the
+    // kernel's ppoll.
+    int ready = 0;
     for (nfds_t i = 0; i < count; ++i) kernel[i].revents = 0;
+    for (const Managed& m : managed) {
+      fds[m.index].revents = m.stream->poll_events(fds[m.index].fd, fds[m.index].events);
+      ready += fds[m.index].revents != 0;
+    }
     for (const std::shared_ptr<EpollView>& view : views) observe_view(*view, nullptr);
     const timespec now{0, 0};
-    int rc = sys::real().ppoll(kernel.data(), count, &now, nullptr);
+    int rc = sys::real().ppoll(kernel.data(), count, &now, ready > 0 ? nullptr : mask);
     if (rc < 0) return -1;
-    int ready = 0;
-    for (nfds_t i = 0; i < count; ++i) fds[i].revents = kernel[i].revents;
-    for (const Managed& m : managed) fds[m.index].revents = m.stream->poll_events(fds[m.index].fd, fds[m.index].events);
-    for (nfds_t i = 0; i < count; ++i) ready += fds[i].revents != 0;
+    for (nfds_t i = 0; i < count; ++i) {
+      if (kernel[i].fd < 0 && fds[i].fd >= 0) continue;  // a stream socket's
+      fds[i].revents = kernel[i].revents;
+      ready += fds[i].revents != 0;
+    }
     if (ready > 0 || wait_expired(deadline)) return ready;
     if (spinning && (spinning = spin.next())) continue;
 
@@ -76,10 +100,11 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
 }
 
 bool select_has_stream(int nfds, const fd_set* readfds, const fd_set* writefds, const fd_set* exceptfds) {
-  if (nfds < 0 || nfds > FD_SETSIZE) return false;  // the kernel's error
-  for (int fd = 0; fd < nfds; ++fd) {
-    bool listed = (readfds != nullptr && FD_ISSET(fd, readfds)) || (writefds != nullptr && FD_ISSET(fd, writefds)) ||
-                  (exceptfds != nullptr && FD_ISSET(fd, exceptfds));
+  if (nfds < 0) return false;  // the kernel's error
+  const int limit = select_fd_limit(nfds);
+  for (int fd = 0; fd < limit; ++fd) {
+    bool listed = (readfds != nullptr && fd_bit(readfds, fd)) || (writefds != nullptr && fd_bit(writefds, fd)) ||
+                  (exceptfds != nullptr && fd_bit(exceptfds, fd));
     if (!listed) continue;
     SocketRef ref = lookup_socket(fd);
     if (managed_stream(ref) != nullptr || (!ref && view_in_use(fd))) return true;
@@ -90,11 +115,12 @@ bool select_has_stream(int nfds, const fd_set* readfds, const fd_set* writefds, 
 int wait_select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, const timespec* timeout,
                 const sigset_t* mask) {
   std::vector<pollfd> fds;
-  for (int fd = 0; fd < nfds; ++fd) {
+  const int limit = select_fd_limit(nfds);
+  for (int fd = 0; fd < limit; ++fd) {
     short events = 0;
-    if (readfds != nullptr && FD_ISSET(fd, readfds)) events |= POLLIN;
-    if (writefds != nullptr && FD_ISSET(fd, writefds)) events |= POLLOUT;
-    if (exceptfds != nullptr && FD_ISSET(fd, exceptfds)) events |= POLLPRI;
+    if (readfds != nullptr && fd_bit(readfds, fd)) events |= POLLIN;
+    if (writefds != nullptr && fd_bit(writefds, fd)) events |= POLLOUT;
+    if (exceptfds != nullptr && fd_bit(exceptfds, fd)) events |= POLLPRI;
     if (events == 0) continue;
     fds.push_back(pollfd{fd, events, 0});
   }
@@ -112,15 +138,9 @@ int wait_select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, 
     bool r = (p.events & POLLIN) && (p.revents & (POLLIN | POLLHUP | POLLERR));
     bool w = (p.events & POLLOUT) && (p.revents & (POLLOUT | POLLERR));
     bool x = (p.events & POLLPRI) && (p.revents & POLLPRI);
-    if (readfds != nullptr && (p.events & POLLIN)) {
-      if (r) FD_SET(p.fd, readfds); else FD_CLR(p.fd, readfds);
-    }
-    if (writefds != nullptr && (p.events & POLLOUT)) {
-      if (w) FD_SET(p.fd, writefds); else FD_CLR(p.fd, writefds);
-    }
-    if (exceptfds != nullptr && (p.events & POLLPRI)) {
-      if (x) FD_SET(p.fd, exceptfds); else FD_CLR(p.fd, exceptfds);
-    }
+    if (readfds != nullptr && (p.events & POLLIN)) put_fd_bit(readfds, p.fd, r);
+    if (writefds != nullptr && (p.events & POLLOUT)) put_fd_bit(writefds, p.fd, w);
+    if (exceptfds != nullptr && (p.events & POLLPRI)) put_fd_bit(exceptfds, p.fd, x);
     bits += r + w + x;
   }
   return bits;

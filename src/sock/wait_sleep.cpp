@@ -5,6 +5,10 @@
 
 namespace vsock::sock {
 
+bool valid_timeout(const timespec* timeout) {
+  return timeout == nullptr || (timeout->tv_sec >= 0 && timeout->tv_nsec >= 0 && timeout->tv_nsec < 1000000000L);
+}
+
 int64_t wait_deadline(const timespec* timeout) {
   if (timeout == nullptr) return -1;
   return core::monotonic_ms() + timeout->tv_sec * 1000 + (timeout->tv_nsec + 999999) / 1000000;

@@ -15,6 +15,9 @@
 
 namespace vsock::sock {
 
+// Whether a timeout is one the kernel accepts (null, or a non-negative
+// second count and nanoseconds below one second); else EINVAL.
+bool valid_timeout(const timespec* timeout);
 // -1: no timeout (forever); else the absolute deadline in monotonic ms.
 int64_t wait_deadline(const timespec* timeout);
 // Whether a deadline from wait_deadline() has passed.
