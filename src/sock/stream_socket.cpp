@@ -197,6 +197,12 @@ void StreamSocket::take_peer_switch(const uint8_t* bytes, size_t length) {
   apply(upgrade_.on(UpgradeEvent::kSwitchReceived));
 }
 
+bool StreamSocket::peer_never_switched() const {
+  // Our direction switched (committed), the peer's did not: a queue pair
+  // that fails now takes none of the peer's bytes with it.
+  return upgrade_.committed() && !reader_.switch_known();
+}
+
 void StreamSocket::advance() {
   if (!channel_ || kernel_only()) return;
   if (channel_->has_message()) take_peer_messages();
@@ -211,7 +217,7 @@ void StreamSocket::advance() {
   // A failure after the peer's FIN (its process went after it closed) ends
   // nothing the reader still needs: reads see the data and the end of
   // stream, only writes fail (StreamChannel::write). Not a reset.
-  if (channel_ && channel_->error() != 0 && error_ == 0 && !channel_->peer_finished()) {
+  if (channel_ && channel_->error() != 0 && error_ == 0 && !channel_->peer_finished() && !peer_never_switched()) {
     UpgradePhase phase = upgrade_.phase();
     if (phase != UpgradePhase::kFallback && phase != UpgradePhase::kFailed)
       apply(upgrade_.on(UpgradeEvent::kTransportError));
@@ -236,7 +242,9 @@ void StreamSocket::on_transport_lost() {
   if (peer_reverted_ || revert_posted_) return;
   // After an orderly end (the peer's FIN came first) reads still see the
   // data and the end of stream; only a write finds the connection gone.
-  if (channel_ && channel_->started() && channel_->peer_finished()) {
+  // Likewise when the peer never switched: its whole stream, and its FIN
+  // or RST, are on TCP.
+  if (channel_ && ((channel_->started() && channel_->peer_finished()) || peer_never_switched())) {
     if (channel_->error() == 0) channel_->abort();
     return;
   }
@@ -305,6 +313,9 @@ int StreamSocket::error_locked() const {
 
 bool StreamSocket::switch_may_come() const {
   if (kernel_only() || upgrade_.switch_received() || peer_reverted_) return false;
+  // A failed queue pair delivers nothing more (its completions come in
+  // order: a Switch posted before the failure was taken before the error).
+  if (channel_ && channel_->error() != 0) return false;
   switch (upgrade_.phase()) {
     case UpgradePhase::kAccepting:
     case UpgradePhase::kEstablished:

@@ -115,6 +115,8 @@ class StreamSocket {
   // Takes in what the channel delivered (the peer's Switch) and sends our
   // own Switch when it is due. Called after every progress of the channel.
   void advance();
+  // Our direction is on the ring, the peer's still all on TCP.
+  bool peer_never_switched() const;
   // Polls the channel, then advance(): what a call on the socket does first.
   void progress_locked();
   // rdma_cm said the connection ended (DISCONNECTED) or failed.
