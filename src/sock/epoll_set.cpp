@@ -147,7 +147,7 @@ int epoll_control(int epfd, int op, int fd, epoll_event* event) {
     if (!view) return 0;
   }
   std::lock_guard<std::mutex> held(view->mu);
-  view->in_use = true;
+  view->in_use.store(true, std::memory_order_release);
   if (inner) {
     view->nested[fd] = inner;
     return 0;
@@ -192,8 +192,12 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
     // The nested sets' eventfds now say whether they are ready.
     for (const std::shared_ptr<EpollView>& p : inner) observe_view(*p, nullptr);
     int n = 0;
-    for (const DueEntry& d : due) {
-      if (n == max) break;
+    // Each call starts one entry further on, so that with a small `max` a
+    // socket that stays ready does not hide the others (the kernel's ready
+    // list rotates likewise).
+    const size_t first = due.empty() ? 0 : view->rotation.fetch_add(1, std::memory_order_relaxed) % due.size();
+    for (size_t i = 0; i < due.size() && n < max; ++i) {
+      const DueEntry& d = due[(first + i) % due.size()];
       std::lock_guard<std::mutex> held(view->mu);
       auto it = view->entries.find(d.key);
       if (it == view->entries.end() || it->second.disabled) continue;

@@ -29,7 +29,7 @@ std::vector<std::shared_ptr<EpollView>> live_nested(EpollView& view) {
       it = view.nested.erase(it);
       continue;
     }
-    if (p->in_use) inner.push_back(std::move(p));
+    if (p->in_use.load(std::memory_order_acquire)) inner.push_back(std::move(p));
     ++it;
   }
   return inner;
@@ -50,7 +50,7 @@ bool observe_at(EpollView& view, SleepSet* sleep, int depth) {
     for (const DueEntry& d : due) {
       uint32_t now_ready = 0;
       if (entry_report(view.entries[d.key], d.stream, d.fd, &now_ready) != 0) ready = true;
-      activity += d.stream->activity();
+      if (d.stream != nullptr) activity += d.stream->activity();
     }
     set_signal(view, ready, activity, true);
   }
@@ -101,9 +101,7 @@ void drop_view_range(unsigned int first, unsigned int last) {
 
 std::shared_ptr<EpollView> view_in_use(int epfd) {
   std::shared_ptr<EpollView> view = find_view(epfd);
-  if (!view) return nullptr;
-  std::lock_guard<std::mutex> held(view->mu);
-  return view->in_use ? view : nullptr;
+  return view && view->in_use.load(std::memory_order_acquire) ? view : nullptr;
 }
 
 short poll_bits(uint32_t epoll_events) {

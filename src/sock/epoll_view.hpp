@@ -16,6 +16,7 @@
 #pragma once
 #include <sys/epoll.h>
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -55,7 +56,8 @@ struct EpollView {
   int next_orphan_key = -1;
   std::map<int, std::weak_ptr<EpollView>> nested;  // epoll fds in the set
   // Once anything was registered here the library waits on this set.
-  bool in_use = false;
+  std::atomic<bool> in_use{false};
+  std::atomic<size_t> rotation{0};  // where the next epoll_wait starts reporting
   // The eventfd in the kernel set (-1 until the view is first observed
   // from outside); its epoll data is `marker`, which waits filter out.
   int signal_fd = -1;
