@@ -63,16 +63,11 @@ int control_upgraded(EpollEntry& entry, std::map<int, EpollEntry>& entries, int 
 // as they upgrade, back in as they fall back).
 void collect(EpollView& view, std::vector<DueEntry>* due, std::vector<std::shared_ptr<EpollView>>* inner) {
   due->clear();
-  inner->clear();
-  std::vector<std::pair<int, std::shared_ptr<EpollView>>> nested;
   {
     std::lock_guard<std::mutex> held(view.mu);
     scan_entries(view, due);
-    for (const auto& [fd, weak] : view.nested) nested.emplace_back(fd, weak.lock());
   }
-  for (auto& [fd, p] : nested) {
-    if (p && find_view(fd) == p && view_in_use(fd)) inner->push_back(std::move(p));
-  }
+  *inner = live_nested(view);
 }
 
 // Nothing of this set's own is ready: its eventfd must not wake its waiters.
@@ -147,7 +142,7 @@ int epoll_control(int epfd, int op, int fd, epoll_event* event) {
     if (!view) return 0;
   }
   std::lock_guard<std::mutex> held(view->mu);
-  view->in_use.store(true, std::memory_order_release);
+  mark_in_use(*view);
   if (inner) {
     view->nested[fd] = inner;
     return 0;

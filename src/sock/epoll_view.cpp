@@ -18,22 +18,9 @@ constexpr int kMaxNesting = 5;
 
 std::mutex g_views_mu;
 std::map<int, std::shared_ptr<EpollView>> g_views;
-
-// The views nested in `view` that are still the ones their fds name.
-std::vector<std::shared_ptr<EpollView>> live_nested(EpollView& view) {
-  std::vector<std::shared_ptr<EpollView>> inner;
-  std::lock_guard<std::mutex> held(view.mu);
-  for (auto it = view.nested.begin(); it != view.nested.end();) {
-    std::shared_ptr<EpollView> p = it->second.lock();
-    if (!p || find_view(it->first) != p) {  // closed (the kernel dropped it too)
-      it = view.nested.erase(it);
-      continue;
-    }
-    if (p->in_use.load(std::memory_order_acquire)) inner.push_back(std::move(p));
-    ++it;
-  }
-  return inner;
-}
+// Whether any view ever came into use: until then poll and select skip
+// the per-fd lookup (and its lock) for every fd that is not a socket.
+std::atomic<bool> g_any_in_use{false};
 
 bool observe_at(EpollView& view, SleepSet* sleep, int depth) {
   // The nested sets first: their eventfds make them readable in this
@@ -99,7 +86,28 @@ void drop_view_range(unsigned int first, unsigned int last) {
   }
 }
 
+std::vector<std::shared_ptr<EpollView>> live_nested(EpollView& view) {
+  std::vector<std::shared_ptr<EpollView>> inner;
+  std::lock_guard<std::mutex> held(view.mu);
+  for (auto it = view.nested.begin(); it != view.nested.end();) {
+    std::shared_ptr<EpollView> p = it->second.lock();
+    if (!p || find_view(it->first) != p) {  // closed (the kernel dropped it too)
+      it = view.nested.erase(it);
+      continue;
+    }
+    if (p->in_use.load(std::memory_order_acquire)) inner.push_back(std::move(p));
+    ++it;
+  }
+  return inner;
+}
+
+void mark_in_use(EpollView& view) {
+  view.in_use.store(true, std::memory_order_release);
+  g_any_in_use.store(true, std::memory_order_release);
+}
+
 std::shared_ptr<EpollView> view_in_use(int epfd) {
+  if (!g_any_in_use.load(std::memory_order_acquire)) return nullptr;
   std::shared_ptr<EpollView> view = find_view(epfd);
   return view && view->in_use.load(std::memory_order_acquire) ? view : nullptr;
 }

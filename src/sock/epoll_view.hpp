@@ -75,6 +75,11 @@ void drop_view(int fd);
 void drop_view_range(unsigned int first, unsigned int last);
 // The view if waits on this epoll fd must go through the library.
 std::shared_ptr<EpollView> view_in_use(int epfd);
+// Something was registered in the view: waits on it go through the library.
+void mark_in_use(EpollView& view);
+// The views of the epoll sets nested in `view` that are in use (and still
+// the ones their fds name; the others are forgotten). Takes view.mu.
+std::vector<std::shared_ptr<EpollView>> live_nested(EpollView& view);
 
 short poll_bits(uint32_t epoll_events);
 uint32_t epoll_bits(short poll_events);
