@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -259,3 +260,25 @@ void ct_sleep_ms(long ms) {
 }
 
 int ct_library_loaded(void) { return dlsym(RTLD_DEFAULT, "vsock_version") != NULL; }
+
+static atomic_int ct_usr1_handled;
+
+static void ct_on_usr1(int sig) {
+  (void)sig;
+  atomic_fetch_add(&ct_usr1_handled, 1);
+}
+
+void ct_usr1_block_counted(sigset_t* usr1, sigset_t* saved) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = ct_on_usr1;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, NULL);
+  sigemptyset(usr1);
+  sigaddset(usr1, SIGUSR1);
+  CT_RC("block SIGUSR1", sigprocmask(SIG_BLOCK, usr1, saved), 0);
+}
+
+int ct_usr1_count(void) { return atomic_load(&ct_usr1_handled); }
+
+void ct_usr1_reset(void) { atomic_store(&ct_usr1_handled, 0); }

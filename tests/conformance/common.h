@@ -16,6 +16,7 @@
 #endif
 #include <errno.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/socket.h>
@@ -85,6 +86,13 @@ void ct_wait_readable(int fd);
 void ct_send_all(int fd, const void* buf, size_t len);
 void ct_recv_all(int fd, void* buf, size_t len);
 /* Fill with a deterministic pattern that depends on seed and offset. */
+/* The sigmask tests' signal: installs a handler on SIGUSR1 that counts
+ * (ct_usr1_count, ct_usr1_reset), sets *usr1 to {SIGUSR1} and blocks it
+ * ("block SIGUSR1: 0"), leaving the mask before in *saved. */
+void ct_usr1_block_counted(sigset_t* usr1, sigset_t* saved);
+int ct_usr1_count(void);
+void ct_usr1_reset(void);
+
 void ct_pattern(unsigned char* buf, size_t len, unsigned seed, size_t offset);
 int ct_pattern_ok(const unsigned char* buf, size_t len, unsigned seed, size_t offset);
 

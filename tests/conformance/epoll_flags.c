@@ -271,28 +271,15 @@ static void ctl_errors(void) {
   close(server);
 }
 
-static atomic_int g_handled;
-static void on_usr1(int sig) {
-  (void)sig;
-  atomic_fetch_add(&g_handled, 1);
-}
-
 static void pwait_sigmask(void) {
   ct_out("-- epoll_pwait and epoll_pwait2 signal masks");
   int client, server;
   ct_tcp_pair_warm(&client, &server);
   int ep = CT_OK("epoll_create1", epoll_create1(0));
   add(ep, server, EPOLLIN, 0x71, "ADD EPOLLIN");
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_usr1;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR1, &sa, NULL);
   sigset_t blocked, open_mask, saved;
-  sigemptyset(&blocked);
-  sigaddset(&blocked, SIGUSR1);
+  ct_usr1_block_counted(&blocked, &saved);
   sigemptyset(&open_mask);
-  CT_RC("block SIGUSR1", sigprocmask(SIG_BLOCK, &blocked, &saved), 0);
   struct epoll_event ev[2];
   struct timespec ts50 = {0, 50 * 1000000L}, ts0 = {0, 0}, ts2s = {2, 0};
 
@@ -301,33 +288,33 @@ static void pwait_sigmask(void) {
     const char* fn = p2 ? "epoll_pwait2" : "epoll_pwait";
 #define PW(timeout_ms, ts, mask) (p2 ? epoll_pwait2(ep, ev, 2, (ts), (mask)) : epoll_pwait(ep, ev, 2, (timeout_ms), (mask)))
     char label[128];
-    atomic_store(&g_handled, 0);
+    ct_usr1_reset();
     CT_RC("raise SIGUSR1 (blocked: pending)", raise(SIGUSR1), 0);
     snprintf(label, sizeof label, "%s, mask keeps it blocked, 50 ms", fn);
     CT_RC(label, PW(50, &ts50, &blocked), 0);
     snprintf(label, sizeof label, "%s, NULL mask, 50 ms", fn);
     CT_RC(label, PW(50, &ts50, NULL), 0);
-    CT_CHECK(atomic_load(&g_handled) == 0, "the handler did not run");
+    CT_CHECK(ct_usr1_count() == 0, "the handler did not run");
     snprintf(label, sizeof label, "%s, mask unblocks it, timeout 0", fn);
     CT_RC(label, PW(0, &ts0, &open_mask), 0);
-    CT_CHECK(atomic_load(&g_handled) == 0, "timeout 0 returns before looking at signals");
+    CT_CHECK(ct_usr1_count() == 0, "timeout 0 returns before looking at signals");
     snprintf(label, sizeof label, "%s, mask unblocks it, 2 s", fn);
     CT_ERR(label, PW(2000, &ts2s, &open_mask), EINTR);
-    CT_CHECK(atomic_load(&g_handled) == 1, "the handler ran once, inside the call");
+    CT_CHECK(ct_usr1_count() == 1, "the handler ran once, inside the call");
 
     CT_RC("raise SIGUSR1 again", raise(SIGUSR1), 0);
     CT_RC("send", send(client, "s", 1, 0), 1);
     ct_wait_readable(server);
     snprintf(label, sizeof label, "%s, mask unblocks it, data ready", fn);
     CT_RC(label, PW(2000, &ts2s, &open_mask), 1);
-    CT_CHECK(atomic_load(&g_handled) == 1, "ready events win: the signal stays pending");
+    CT_CHECK(ct_usr1_count() == 1, "ready events win: the signal stays pending");
     char c;
     CT_RC("recv", recv(server, &c, 1, 0), 1);
     sigset_t pending;
     sigpending(&pending);
     CT_CHECK(sigismember(&pending, SIGUSR1), "SIGUSR1 still pending");
     CT_RC("unblock SIGUSR1", sigprocmask(SIG_UNBLOCK, &blocked, NULL), 0);
-    CT_CHECK(atomic_load(&g_handled) == 2, "the handler ran on unblocking");
+    CT_CHECK(ct_usr1_count() == 2, "the handler ran on unblocking");
     CT_RC("block SIGUSR1", sigprocmask(SIG_BLOCK, &blocked, NULL), 0);
 #undef PW
   }

@@ -83,53 +83,40 @@ static void zero_events(void) {
   close(server);
 }
 
-static atomic_int g_handled;
-static void on_usr1(int sig) {
-  (void)sig;
-  atomic_fetch_add(&g_handled, 1);
-}
-
 static void ppoll_sigmask(void) {
   ct_out("-- ppoll signal mask");
   int client, server;
   ct_tcp_pair_warm(&client, &server);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_usr1;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR1, &sa, NULL);
   sigset_t blocked, open_mask, saved;
-  sigemptyset(&blocked);
-  sigaddset(&blocked, SIGUSR1);
+  ct_usr1_block_counted(&blocked, &saved);
   sigemptyset(&open_mask);
-  CT_RC("block SIGUSR1", sigprocmask(SIG_BLOCK, &blocked, &saved), 0);
   struct pollfd p = {server, POLLIN, 0};
   struct timespec ts50 = {0, 50 * 1000000L}, ts0 = {0, 0}, ts2s = {2, 0};
   CT_RC("raise SIGUSR1 (blocked: pending)", raise(SIGUSR1), 0);
   CT_RC("ppoll, mask keeps it blocked, 50 ms", ppoll(&p, 1, &ts50, &blocked), 0);
   CT_RC("ppoll, NULL mask, 50 ms", ppoll(&p, 1, &ts50, NULL), 0);
   CT_RC("poll, 50 ms", poll(&p, 1, 50), 0);
-  CT_CHECK(atomic_load(&g_handled) == 0, "the handler did not run");
+  CT_CHECK(ct_usr1_count() == 0, "the handler did not run");
   CT_ERR("ppoll, mask unblocks it, 2 s", ppoll(&p, 1, &ts2s, &open_mask), EINTR);
-  CT_CHECK(atomic_load(&g_handled) == 1, "the handler ran once, inside the call");
+  CT_CHECK(ct_usr1_count() == 1, "the handler ran once, inside the call");
   CT_RC("raise SIGUSR1 again", raise(SIGUSR1), 0);
   CT_ERR("ppoll, mask unblocks it, timeout 0", ppoll(&p, 1, &ts0, &open_mask), EINTR);
-  CT_CHECK(atomic_load(&g_handled) == 2, "a zero timeout still delivers the pending signal");
+  CT_CHECK(ct_usr1_count() == 2, "a zero timeout still delivers the pending signal");
   CT_RC("raise SIGUSR1 again", raise(SIGUSR1), 0);
   CT_ERR("ppoll, mask unblocks it, no timeout", ppoll(&p, 1, NULL, &open_mask), EINTR);
-  CT_CHECK(atomic_load(&g_handled) == 3, "the handler ran once more");
+  CT_CHECK(ct_usr1_count() == 3, "the handler ran once more");
 
   CT_RC("raise SIGUSR1 again", raise(SIGUSR1), 0);
   CT_RC("send", send(client, "s", 1, 0), 1);
   ct_wait_readable(server);
   CT_RC("ppoll, mask unblocks it, data ready", ppoll(&p, 1, &ts2s, &open_mask), 1);
   ct_out("revents: %s", ct_poll_str(p.revents));
-  CT_CHECK(atomic_load(&g_handled) == 3, "ready fds win: the signal stays pending");
+  CT_CHECK(ct_usr1_count() == 3, "ready fds win: the signal stays pending");
   sigset_t pending;
   sigpending(&pending);
   CT_CHECK(sigismember(&pending, SIGUSR1), "SIGUSR1 still pending");
   CT_RC("unblock SIGUSR1", sigprocmask(SIG_UNBLOCK, &blocked, NULL), 0);
-  CT_CHECK(atomic_load(&g_handled) == 4, "the handler ran on unblocking");
+  CT_CHECK(ct_usr1_count() == 4, "the handler ran on unblocking");
   sigprocmask(SIG_SETMASK, &saved, NULL);
   char c;
   CT_RC("recv", recv(server, &c, 1, 0), 1);

@@ -134,24 +134,11 @@ static fd_set* only(fd_set* set, int fd) {
   return set;
 }
 
-static atomic_int g_handled;
-static void on_usr1(int sig) {
-  (void)sig;
-  atomic_fetch_add(&g_handled, 1);
-}
-
 static void pselect_sigmask(int client, int server) {
   ct_out("-- pselect signal mask");
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_usr1;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR1, &sa, NULL);
   sigset_t blocked, open_mask, saved;
-  sigemptyset(&blocked);
-  sigaddset(&blocked, SIGUSR1);
+  ct_usr1_block_counted(&blocked, &saved);
   sigemptyset(&open_mask);
-  CT_RC("block SIGUSR1", sigprocmask(SIG_BLOCK, &blocked, &saved), 0);
   fd_set rd;
   struct timespec ts50 = {0, 50 * 1000000L}, ts0 = {0, 0}, ts2s = {2, 0};
 #define RD() only(&rd, server)
@@ -160,19 +147,19 @@ static void pselect_sigmask(int client, int server) {
   CT_RC("pselect, NULL mask, 50 ms", pselect(server + 1, RD(), NULL, NULL, &ts50, NULL), 0);
   struct timeval tv = {0, 50000};
   CT_RC("select, 50 ms", select(server + 1, RD(), NULL, NULL, &tv), 0);
-  CT_CHECK(atomic_load(&g_handled) == 0, "the handler did not run");
+  CT_CHECK(ct_usr1_count() == 0, "the handler did not run");
   CT_ERR("pselect, mask unblocks it, 2 s", pselect(server + 1, RD(), NULL, NULL, &ts2s, &open_mask), EINTR);
-  CT_CHECK(atomic_load(&g_handled) == 1, "the handler ran once, inside the call");
+  CT_CHECK(ct_usr1_count() == 1, "the handler ran once, inside the call");
   CT_RC("raise SIGUSR1 again", raise(SIGUSR1), 0);
   CT_ERR("pselect, mask unblocks it, timeout 0", pselect(server + 1, RD(), NULL, NULL, &ts0, &open_mask), EINTR);
-  CT_CHECK(atomic_load(&g_handled) == 2, "a zero timeout still delivers the pending signal");
+  CT_CHECK(ct_usr1_count() == 2, "a zero timeout still delivers the pending signal");
   CT_RC("raise SIGUSR1 again", raise(SIGUSR1), 0);
   CT_RC("send", send(client, "s", 1, 0), 1);
   ct_wait_readable(server);
   CT_RC("pselect, mask unblocks it, data ready", pselect(server + 1, RD(), NULL, NULL, &ts2s, &open_mask), 1);
-  CT_CHECK(atomic_load(&g_handled) == 2, "ready fds win: the signal stays pending");
+  CT_CHECK(ct_usr1_count() == 2, "ready fds win: the signal stays pending");
   CT_RC("unblock SIGUSR1", sigprocmask(SIG_UNBLOCK, &blocked, NULL), 0);
-  CT_CHECK(atomic_load(&g_handled) == 3, "the handler ran on unblocking");
+  CT_CHECK(ct_usr1_count() == 3, "the handler ran on unblocking");
   sigprocmask(SIG_SETMASK, &saved, NULL);
 
   struct timespec bad = {0, 1000000000L};
