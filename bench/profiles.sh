@@ -36,17 +36,8 @@ source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=$(cd "${1:-$source_dir/build/default}" 2>/dev/null && pwd) ||
   { echo "profiles.sh: ${1:-build/default} not found: build first" >&2; exit 1; }
 
-active_device() {
-  [ "${RXE_VM:-0}" = 1 ] && return 0
-  grep -qs ACTIVE /sys/class/infiniband/*/ports/*/state
-}
-if ! active_device; then
-  # Into the VM, once; the guest's writes outside the source tree are discarded.
-  export VSOCK_RXE_TIMEOUT=${VSOCK_RXE_TIMEOUT:-1200}
-  cd "$source_dir" || exit 1
-  exec bash tests/rxe/with-device.sh bash -c 'ulimit -l unlimited 2>/dev/null; unset TMPDIR; cd /tmp && exec bash "$0" "$1"' \
-    "$source_dir/bench/profiles.sh" "$build_dir"
-fi
+source "$source_dir/bench/on_device.sh"
+bench_on_device "$source_dir/bench/profiles.sh" "$build_dir"
 
 bench=$build_dir/bench/vsock_bench
 libvsock=$build_dir/lib/libvsock.so

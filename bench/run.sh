@@ -45,7 +45,7 @@
 #
 # Adding a column: give it a case in column_preload (an LD_PRELOAD value), or,
 # for a tool that is not a preload (e.g. perftest's ib_send_lat), define
-# measure_column_NAME TEST SIZE that prints a vsock_bench-style result line
+# measure_column_NAME TEST SIZE CPUS that prints a vsock_bench-style result line
 # (status 2: no counterpart of TEST, shown as n/a; else on failure the last
 # line of its stderr is the reason shown in the table).
 set -uo pipefail
@@ -185,8 +185,10 @@ port_listening() {  # PORT: is a TCP socket listening on it (any address)?
     /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
 
-# measure_column_verbs TEST SIZE: a perftest server + client pair on the
-# device, both bounded; prints a result line in vsock_bench's units:
+# measure_column_verbs TEST SIZE CPUS: a perftest server + client pair on the
+# device, both bounded, pinned with taskset to CPUS ("SERVER CLIENT", as the
+# socket columns' --cpu; empty: unpinned); prints a result line in
+# vsock_bench's units:
 #   tcp-lat  -> $verbs_lat_tool -n N: perftest prints half the round trip
 #               (t_typical = median, 99% percentile); doubled here, so p50_us /
 #               p99_us are round trips like vsock_bench's. Busy-polling.
@@ -195,7 +197,11 @@ port_listening() {  # PORT: is a TCP socket listening on it (any address)?
 #               (2^20 B); converted to MB/s (10^6 B). A zero is a failure.
 measure_column_verbs() {
   local test=$1 size=$2 tool iters bound port spid rc i line
-  local -a args
+  local -a args pin_server=() pin_client=() cpu_pair
+  read -r -a cpu_pair <<<"${3:-}"
+  if [ "${#cpu_pair[@]}" -eq 2 ]; then
+    pin_server=(taskset -c "${cpu_pair[0]}") pin_client=(taskset -c "${cpu_pair[1]}")
+  fi
   case "$test" in
     tcp-lat) tool=$verbs_lat_tool iters=$(lat_iters_for "$size"); args=(-n "$iters"); bound=$((lat_seconds * 10 + 30)) ;;
     tcp-tput)
@@ -220,14 +226,14 @@ measure_column_verbs() {
   ((port > 19599)) && port=18601
   echo "$port" >"$work/verbs-port"
   args+=(-p "$port")
-  timeout -k 2 $((bound + 10)) "$tool" "${args[@]}" >"$work/verbs-server.out" 2>&1 </dev/null &
+  timeout -k 2 $((bound + 10)) "${pin_server[@]}" "$tool" "${args[@]}" >"$work/verbs-server.out" 2>&1 </dev/null &
   spid=$!
   for ((i = 0; i < 100; i++)); do
     port_listening "$port" && break
     kill -0 "$spid" 2>/dev/null || break
     sleep 0.1
   done
-  timeout -k 2 "$bound" "$tool" "${args[@]}" "$addr" >"$work/verbs-client.out" 2>&1 </dev/null
+  timeout -k 2 "$bound" "${pin_client[@]}" "$tool" "${args[@]}" "$addr" >"$work/verbs-client.out" 2>&1 </dev/null
   rc=$?
   for ((i = 0; i < 50; i++)); do kill -0 "$spid" 2>/dev/null || break; sleep 0.1; done
   kill -TERM "$spid" 2>/dev/null
@@ -257,7 +263,7 @@ measure() {
   local column=$1 test=$2 size=$3 cpus=$4 preload iters seconds rc
   : >"$work/run.err"
   if declare -F "measure_column_$column" >/dev/null; then
-    "measure_column_$column" "$test" "$size" 2>"$work/run.err"
+    "measure_column_$column" "$test" "$size" "$cpus" 2>"$work/run.err"
     return
   fi
   if [ -z "${server_port[$column]}" ]; then
@@ -466,7 +472,7 @@ echo "Medians of $repeat interleaved runs per column (throughput: $tput_repeat) 
   "CPUs (server client): latency '${lat_cpus:-any}', throughput '${tput_cpus:-any}'; address $addr; $(nproc) CPUs; total $((SECONDS - start)) s."
 if [[ " ${columns[*]} " == *" verbs "* ]]; then
   echo "verbs = perftest on ${verbs_dev:-the first device} (GID index ${verbs_gid:-default}): latency $verbs_lat_tool," \
-    "busy-polling, its one-way figures (t_typical, 99% percentile) doubled to round trips; throughput $verbs_bw_tool -n (24 MiB per ${tput_seconds} s," \
+    "busy-polling, pinned with taskset to the same CPUs as the socket columns, its one-way figures (t_typical, 99% percentile) doubled to round trips; throughput $verbs_bw_tool -n (24 MiB per ${tput_seconds} s," \
     "16..20000 messages), MiB/s converted to MB/s."
 fi
 if [[ "$simple_columns" != "  " ]]; then

@@ -70,8 +70,16 @@ int after_dup(int oldfd, int newfd) {
 bool is_dup_command(int cmd) { return cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC; }
 
 // fcntl and fcntl64 differ only in the real call they end in.
+// O_NONBLOCK changed (F_SETFL, FIONBIO): the socket's cached copy is stale.
+void after_file_flags_set(int fd) {
+  if (sys::in_library()) return;
+  ErrnoKeeper keep;
+  if (sock::SocketRef ref = sock::lookup_socket(fd)) sock::on_file_flags_set(ref.get());
+}
+
 int fcntl_through(int (*real_fcntl)(int, int, ...), int fd, int cmd, void* arg) {
   int rc = real_fcntl(fd, cmd, arg);
+  if (cmd == F_SETFL && rc == 0) after_file_flags_set(fd);
   return is_dup_command(cmd) ? after_dup(fd, rc) : rc;
 }
 
@@ -119,5 +127,7 @@ VSOCK_EXPORT int ioctl(int fd, unsigned long request, ...) {
       return 0;
     }
   }
-  return real().ioctl(fd, request, arg);
+  int rc = real().ioctl(fd, request, arg);
+  if (request == FIONBIO && rc == 0) after_file_flags_set(fd);
+  return rc;
 }

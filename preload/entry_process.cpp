@@ -35,7 +35,13 @@ VSOCK_EXPORT int daemon(int nochdir, int noclose) {
     sock::hand_off_all_streams(&hold);
   }
   int rc = real().daemon(nochdir, noclose);
-  if (rc == 0) core::stat_add(core::Stat::forks);
+  if (rc == 0) {
+    core::stat_add(core::Stat::forks);
+    if (!sys::in_library()) {
+      preload::ErrnoKeeper keep;
+      sock::adopt_inherited_listeners();
+    }
+  }
   return rc;
 }
 

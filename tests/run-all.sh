@@ -1,7 +1,7 @@
 #!/bin/bash
 # The project's test command (README, .ci/run): installs what is missing,
 # builds, and runs every test label, then the sanitizer passes:
-#   default preset : unit, conformance, rdma (Soft-RoCE VM), apps
+#   default preset : unit, conformance, rdma (Soft-RoCE VM), apps, package (the .deb)
 #   asan, ubsan    : unit, conformance (not the fuzzers: they carry their own sanitizers)
 #   tsan           : threads (the unit tests that race threads)
 # Usage: tests/run-all.sh [--quick]      (--quick: default preset only)
@@ -40,7 +40,7 @@ run_preset() {  # preset label-regex [ctest options...]
   [ $rc = 0 ] || status=1
 }
 
-run_preset default 'unit|conformance|rdma|apps'
+run_preset default 'unit|conformance|rdma|apps|package'
 if [ $quick = 0 ]; then
   # The fuzzers build themselves with clang's ASan+UBSan: run them once.
   run_preset asan 'unit|conformance' -LE fuzz

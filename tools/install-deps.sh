@@ -11,6 +11,8 @@ packages=(
   redis-server redis-tools iperf3 sockperf memcached libmemcached-tools python3 nodejs perftest rdmacm-utils
   # tools the tests use
   binutils perl strace clang libclang-rt-14-dev
+  # the Debian package and its man pages (tests/package/)
+  dpkg-dev debhelper fakeroot lintian man-db
 )
 missing=()
 for p in "${packages[@]}"; do

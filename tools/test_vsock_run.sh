@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Unit test of tools/vsock-run. Usage: test_vsock_run.sh VSOCK_RUN LIBVSOCK_SO
+# Unit test of tools/vsock-run. Usage: test_vsock_run.sh VSOCK_RUN LIBVSOCK_SO [BUILD_TREE_VSOCK_RUN]
 set -u
-run=$1 lib=$2
+run=$1 lib=$2 built_run=${3:-}
 failures=0
 check() {  # description, then a condition already evaluated as $?
   if [ "$2" -eq 0 ]; then echo "ok: $1"; else echo "FAIL: $1"; failures=$((failures + 1)); fi
@@ -47,6 +47,21 @@ cp "$run" "$prefix/bin/vsock-run"
 ln -s "$lib" "$prefix/lib/libvsock.so"
 out=$(env -u VSOCK_LIBRARY LD_PRELOAD=$rt "$prefix/bin/vsock-run" /bin/sh -c 'echo $LD_PRELOAD' 2>&1)
 [ "$out" = "$first$(readlink -f "$lib")" ]; check "installed layout finds ../lib/libvsock.so ($out)" $?
+
+# The build tree's copy (CMake's bin/) finds the library in lib/ beside it.
+if [ -n "$built_run" ]; then
+  out=$(env -u VSOCK_LIBRARY LD_PRELOAD=$rt "$built_run" /bin/sh -c 'echo $LD_PRELOAD' 2>&1)
+  [ "$out" = "$first$(readlink -f "$lib")" ]; check "build tree's bin/vsock-run finds lib/libvsock.so ($out)" $?
+fi
+
+# A copy configured for an install elsewhere finds the library there.
+other_prefix=$(mktemp -d /tmp/vsock-run-test.XXXXXX)
+mkdir -p "$other_prefix/bin" "$other_prefix/lib/triplet"
+ln -s "$lib" "$other_prefix/lib/triplet/libvsock.so"
+sed "s|@VSOCK_INSTALLED_LIBRARY@|$other_prefix/lib/triplet/libvsock.so|" "$run" >"$other_prefix/bin/vsock-run"
+out=$(env -u VSOCK_LIBRARY LD_PRELOAD=$rt bash "$other_prefix/bin/vsock-run" /bin/sh -c 'echo $LD_PRELOAD' 2>&1)
+[ "$out" = "$first$(readlink -f "$lib")" ]; check "installed copy finds its configured library directory ($out)" $?
+rm -rf "$other_prefix"
 
 [ "$failures" -eq 0 ] && echo "PASS: vsock-run" && exit 0
 echo "$failures check(s) failed"

@@ -60,6 +60,19 @@ struct vsock_stats {
    * its spin budget, or a poll/select/epoll sleep, per socket watched);
    * the rest ended while spinning (VSOCK_SPIN_US, the profile). */
   uint64_t wait_sleeps;
+  /* Connections the server refused one by one (a duplicate request, a
+   * socket closed or handed off before its upgrade): unlike
+   * fallback_rejected, not held against the peer. */
+  uint64_t fallback_refused;
+  /* Client: requests the server's listener redirected to the process that
+   * serves the connection (a pre-forked worker, a forked handler). */
+  uint64_t upgrade_redirects;
+  /* Server: accepted sockets claimed for an upgrade by a process other than
+   * the one that listens (the rendezvous, DESIGN decision 2). */
+  uint64_t rendezvous_claims;
+  /* Server: upgrade requests refused because they came from another
+   * address than the client of the connection they name. */
+  uint64_t upgrade_requests_forged;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

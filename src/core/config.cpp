@@ -29,7 +29,7 @@ std::vector<std::string_view> split_words(std::string_view line) {
 }
 
 // Parses the file into a profile choice, `set` lines and rules.
-void parse_file(std::string_view text, const std::string& name, std::string* profile,
+void parse_file(std::string_view text, const std::string& name, std::string* profile, int* profile_line,
                 std::vector<FileSetting>* sets, Config* config) {
   int line_no = 0;
   size_t pos = 0;
@@ -51,6 +51,7 @@ void parse_file(std::string_view text, const std::string& name, std::string* pro
         continue;
       }
       *profile = std::string(words[1]);
+      *profile_line = line_no;
     } else if (words[0] == "set") {
       if (words.size() != 3) {
         config->diagnostics.push_back(where + "expected 'set NAME VALUE'");
@@ -74,33 +75,66 @@ void parse_file(std::string_view text, const std::string& name, std::string* pro
   }
 }
 
+int setting_index(std::string_view name) {
+  for (int i = 0; i < kSettingCount; ++i)
+    if (name == kSettingNames[i]) return i;
+  return -1;
+}
+
+void set_origin(Config* config, std::string_view name, SettingOrigin::Kind kind, std::string where) {
+  int i = setting_index(name);
+  if (i >= 0) config->origins[static_cast<size_t>(i)] = SettingOrigin{kind, std::move(where)};
+}
+
+std::string file_line(const std::string& file, int line) { return file + ":" + std::to_string(line); }
+
 }  // namespace
+
+const SettingOrigin& origin_of(const Config& config, std::string_view name) {
+  static const SettingOrigin kUnknown;
+  int i = setting_index(name);
+  if (i < 0 || static_cast<size_t>(i) >= config.origins.size()) return kUnknown;
+  return config.origins[static_cast<size_t>(i)];
+}
 
 Config build_config(EnvLookup env, const char* file_name, const std::string* file_text) {
   Config config;
+  config.origins.resize(static_cast<size_t>(kSettingCount));
   std::string profile;
+  int profile_line = 0;
   std::vector<FileSetting> sets;
   if (file_text != nullptr) {
     config.file = file_name;
-    parse_file(*file_text, config.file, &profile, &sets, &config);
+    parse_file(*file_text, config.file, &profile, &profile_line, &sets, &config);
   }
+  if (!profile.empty()) set_origin(&config, "profile", SettingOrigin::Kind::kFile, file_line(config.file, profile_line));
   // The profile goes first: its bundle is the base the other settings adjust.
   if (const char* p = env("VSOCK_PROFILE")) {
     Profile parsed;
-    if (parse_profile(p, &parsed)) profile = p;
-    else config.diagnostics.push_back(std::string("VSOCK_PROFILE=") + p +
+    if (parse_profile(p, &parsed)) {
+      profile = p;
+      set_origin(&config, "profile", SettingOrigin::Kind::kEnv, "VSOCK_PROFILE");
+    } else config.diagnostics.push_back(std::string("VSOCK_PROFILE=") + p +
                                       ": expected latency, throughput or default; using " +
                                       (profile.empty() ? "default" : profile));
   }
   Profile chosen = Profile::kDefault;
   if (!profile.empty()) parse_profile(profile, &chosen);
   apply_profile(&config.settings, chosen);
+  // A profile nobody chose is the default; a chosen one (even `default`)
+  // is where its bundle's values come from.
+  if (!profile.empty())
+    for (int i = 0; i < kSettingCount; ++i)
+      if (is_profile_setting(kSettingNames[i]))
+        config.origins[static_cast<size_t>(i)] = SettingOrigin{SettingOrigin::Kind::kProfile, profile};
 
   for (const FileSetting& s : sets) {
     std::string why;
-    if (!apply_setting(&config.settings, s.name, s.value, &why))
-      config.diagnostics.push_back(config.file + ":" + std::to_string(s.line) + ": " + s.name + " " + s.value +
-                                   ": " + why + "; keeping the previous value");
+    if (apply_setting(&config.settings, s.name, s.value, &why))
+      set_origin(&config, s.name, SettingOrigin::Kind::kFile, file_line(config.file, s.line));
+    else
+      config.diagnostics.push_back(file_line(config.file, s.line) + ": " + s.name + " " + s.value + ": " + why +
+                                   "; keeping the previous value");
   }
   for (int i = 0; i < kSettingCount; ++i) {
     std::string_view name = kSettingNames[i];
@@ -109,7 +143,9 @@ Config build_config(EnvLookup env, const char* file_name, const std::string* fil
     const char* value = env(var.c_str());
     if (value == nullptr) continue;
     std::string why;
-    if (!apply_setting(&config.settings, name, value, &why))
+    if (apply_setting(&config.settings, name, value, &why))
+      set_origin(&config, name, SettingOrigin::Kind::kEnv, var);
+    else
       config.diagnostics.push_back(var + "=" + value + ": " + why + "; keeping the previous value");
   }
   return config;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/rules.hpp"
+#include "core/setting_origin.hpp"
 #include "core/settings.hpp"
 
 namespace vsock::core {
@@ -17,7 +18,11 @@ struct Config {
   std::vector<Rule> rules;
   std::string file;                      // the rules file that was read, if any
   std::vector<std::string> diagnostics;  // one line each
+  std::vector<SettingOrigin> origins;    // one per kSettingNames entry, same order
 };
+
+// Where the setting called `name` got its value (kDefault for an unknown name).
+const SettingOrigin& origin_of(const Config& config, std::string_view name);
 
 // Looks up an environment variable; returns nullptr if unset.
 using EnvLookup = const char* (*)(const char* name);

@@ -44,6 +44,12 @@ static_assert(static_cast<int>(Profile::kDefault) == 0 && static_cast<int>(Profi
 
 }  // namespace
 
+uint32_t largest_profile_ring_size() {
+  uint32_t largest = 0;
+  for (const Bundle& b : kBundles) largest = b.ring_size > largest ? b.ring_size : largest;
+  return largest;
+}
+
 void apply_profile(Settings* s, Profile profile) {
   const Bundle& b = kBundles[static_cast<int>(profile)];
   s->profile = profile;
@@ -57,6 +63,16 @@ void apply_profile(Settings* s, Profile profile) {
   s->nagle = b.nagle;
   s->cq_mod_count = b.cq_mod_count;
   s->cq_mod_us = b.cq_mod_us;
+}
+
+bool is_profile_setting(std::string_view name) {
+  // The fields apply_profile() assigns, in the same order.
+  static constexpr std::string_view kBundleNames[] = {"spin_us",  "inline_size", "ring_size", "sq_depth",
+                                                      "rq_depth", "signal_every", "autocork", "nagle",
+                                                      "cq_mod_count", "cq_mod_us"};
+  for (std::string_view bundle_name : kBundleNames)
+    if (bundle_name == name) return true;
+  return false;
 }
 
 }  // namespace vsock::core

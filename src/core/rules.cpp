@@ -142,14 +142,20 @@ bool parse_rule(const std::vector<std::string_view>& words, Rule* out, std::stri
   return true;
 }
 
+bool rule_applies(const Rule& r, Proto proto, std::string_view program, uint16_t port) {
+  if (r.proto != proto) return false;
+  if (!r.program.empty() && r.program != program) return false;
+  return (r.port_lo == 0 && r.port_hi == 65535) || (port >= r.port_lo && port <= r.port_hi);
+}
+
+bool rule_is_conditional(const Rule& r) { return r.role != Role::kAny || r.addr.family != AF_UNSPEC; }
+
 OffloadMode decide(const std::vector<Rule>& rules, const Endpoint& e, OffloadMode fallback) {
   uint16_t port = port_of(e.addr);
   for (const Rule& r : rules) {
-    if (r.proto != e.proto) continue;
-    if (!r.program.empty() && r.program != e.program) continue;
+    if (!rule_applies(r, e.proto, e.program, port)) continue;
     if (r.role != Role::kAny && r.role != e.role) continue;
     if (!prefix_matches(r.addr, e.addr)) continue;
-    if ((r.port_lo != 0 || r.port_hi != 65535) && (port < r.port_lo || port > r.port_hi)) continue;
     return r.mode;
   }
   return fallback;

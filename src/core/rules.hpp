@@ -48,6 +48,15 @@ bool parse_address_prefix(std::string_view text, AddressPrefix* out);
 // Parses the words of one rule line. On failure returns false and sets *why.
 bool parse_rule(const std::vector<std::string_view>& words, Rule* out, std::string* why);
 
+// True if `rule` can decide for a socket of `proto` in `program` on `port`:
+// the protocol, program and port match. Its role and addr, if it has them,
+// are still to be checked against the socket (decide() does).
+bool rule_applies(const Rule& rule, Proto proto, std::string_view program, uint16_t port);
+
+// True if the rule also names a role or an address, so it decides only for
+// some sockets of a program and port.
+bool rule_is_conditional(const Rule& rule);
+
 // First matching rule's mode, or `fallback` if none matches.
 OffloadMode decide(const std::vector<Rule>& rules, const Endpoint& endpoint, OffloadMode fallback);
 

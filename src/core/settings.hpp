@@ -52,6 +52,12 @@ const char* profile_name(Profile profile);
 
 // Sets the profile and the bundle of settings it implies (profiles.cpp).
 void apply_profile(Settings* settings, Profile profile);
+// The largest ring_size any profile sets: with our own ring_size, the most
+// a peer's ring may be (its declared size is what we register to mirror it).
+uint32_t largest_profile_ring_size();
+
+// True for the settings apply_profile() sets (spin_us, ring_size, ...).
+bool is_profile_setting(std::string_view name);
 
 // Lower-case setting name -> environment variable name ("spin_us" -> "VSOCK_SPIN_US").
 std::string env_name_of(std::string_view setting_name);

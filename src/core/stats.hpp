@@ -1,5 +1,11 @@
 // Process-wide counters: incremented lock-free on the paths that decide,
 // read by vsock_stats_snapshot() and printed at exit with VSOCK_STATS=1.
+//
+// Each thread counts into a block of its own (stats.cpp), so a data-path
+// call adds with a plain load and store on a cache line no other thread
+// writes, instead of a read-modify-write on a line every thread contends
+// for; a read sums the blocks. A block outlives its thread (it is handed to
+// the next new thread, values kept), so sums never go backwards.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -37,7 +43,11 @@ namespace vsock::core {
   X(reverts_sent)              \
   X(reverts_received)          \
   X(rdma_writes)               \
-  X(wait_sleeps)
+  X(wait_sleeps)               \
+  X(fallback_refused)          \
+  X(upgrade_redirects)         \
+  X(rendezvous_claims)         \
+  X(upgrade_requests_forged)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,
@@ -47,6 +57,8 @@ enum class Stat : int {
 };
 
 void stat_add(Stat stat, uint64_t amount = 1);
+// For a counter that is only ever set, never added to (a flag such as
+// device_opened): the value stat_get() adds to the threads' sums.
 void stat_set(Stat stat, uint64_t value);
 uint64_t stat_get(Stat stat);
 // One call that moved `bytes` (> 0) on a path: its byte and call counters.

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 
 #include <cerrno>
+#include <cstring>
 #include <utility>
 
 namespace vsock::rdma {
@@ -27,6 +28,17 @@ uint16_t CmListener::port() const { return id_.valid() ? ntohs(rdma_get_src_port
 
 bool CmListener::owns(const CmEvent& event) const {
   return id_.valid() && (event.listen_id == id_.get() || event.id == id_.get());
+}
+
+socklen_t CmListener::source_of(const CmEvent& request, sockaddr_storage* out) const {
+  if (!is_request(request)) return 0;
+  const sockaddr* source = rdma_get_peer_addr(request.id);
+  socklen_t length = source == nullptr                  ? 0
+                     : source->sa_family == AF_INET    ? sizeof(sockaddr_in)
+                     : source->sa_family == AF_INET6   ? sizeof(sockaddr_in6)
+                                                        : 0;
+  if (length != 0) std::memcpy(out, source, length);
+  return length;
 }
 
 bool CmListener::is_request(const CmEvent& event) const {

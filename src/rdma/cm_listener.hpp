@@ -43,6 +43,10 @@ class CmListener {
   // Whether `event` belongs to this listener: a request that came in on it
   // (or an event about the listening id itself, e.g. DEVICE_REMOVAL).
   bool owns(const CmEvent& event) const;
+  // The address a CONNECT_REQUEST of this listener came from (the
+  // requester's IP; its port is an rdma_cm port, not a TCP one). Returns
+  // the length, 0 for anything else.
+  socklen_t source_of(const CmEvent& request, sockaddr_storage* out) const;
 
   // A connection for `request` (a CONNECT_REQUEST of this listener) with its
   // QP in INIT, for a caller that posts receives before accepting. On

@@ -64,7 +64,9 @@ void CompletionQueue::reset() {
 CompletionQueue::CompletionQueue(CompletionQueue&& other) noexcept
     : channel_(std::exchange(other.channel_, nullptr)),
       cq_(std::exchange(other.cq_, nullptr)),
-      maybe_event_(std::exchange(other.maybe_event_, false)) {}
+      maybe_event_(std::exchange(other.maybe_event_, false)),
+      armed_(std::exchange(other.armed_, false)),
+      armed_solicited_(std::exchange(other.armed_solicited_, false)) {}
 
 CompletionQueue& CompletionQueue::operator=(CompletionQueue&& other) noexcept {
   if (this != &other) {
@@ -72,6 +74,8 @@ CompletionQueue& CompletionQueue::operator=(CompletionQueue&& other) noexcept {
     channel_ = std::exchange(other.channel_, nullptr);
     cq_ = std::exchange(other.cq_, nullptr);
     maybe_event_ = std::exchange(other.maybe_event_, false);
+    armed_ = std::exchange(other.armed_, false);
+    armed_solicited_ = std::exchange(other.armed_solicited_, false);
   }
   return *this;
 }
@@ -83,9 +87,15 @@ core::Result<int> CompletionQueue::poll(ibv_wc* out, int max) {
 }
 
 Status CompletionQueue::arm(bool solicited_only) {
+  maybe_event_ = true;
+  // A standing request for every completion covers a solicited-only one,
+  // not the other way round. (ibv_req_notify_cq is a system call on some
+  // providers, rxe among them.)
+  if (armed_ && (solicited_only || !armed_solicited_)) return ok_status();
   int rc = ibv_req_notify_cq(cq_, solicited_only ? 1 : 0);
   if (rc != 0) return Status::fail(report_error(rc, "ibv_req_notify_cq"));
-  maybe_event_ = true;
+  armed_ = true;
+  armed_solicited_ = solicited_only;
   return ok_status();
 }
 
@@ -108,8 +118,25 @@ core::Result<int> CompletionQueue::drain_events() {
     }
     ++events;
   }
-  if (events > 0) ibv_ack_cq_events(cq_, static_cast<unsigned>(events));
+  if (events > 0) {
+    ibv_ack_cq_events(cq_, static_cast<unsigned>(events));
+    armed_ = false;  // the event disarmed the CQ
+  }
   return core::Result<int>::ok(events);
+}
+
+core::Result<int> CompletionQueue::take_event() {
+  if (channel_ == nullptr) return core::Result<int>::fail(report_error(EINVAL, "take_event: CQ has no channel"));
+  ibv_cq* event_cq = nullptr;
+  void* event_context = nullptr;
+  if (ibv_get_cq_event(channel_, &event_cq, &event_context) != 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return core::Result<int>::fail(report_error(errno, "ibv_get_cq_event"));
+    return core::Result<int>::ok(0);  // another waiter read it
+  }
+  ibv_ack_cq_events(cq_, 1);
+  armed_ = false;
+  maybe_event_ = false;
+  return core::Result<int>::ok(1);
 }
 
 Status CompletionQueue::moderate(uint32_t count, uint32_t period_us) {
@@ -134,8 +161,7 @@ core::Result<int> CompletionQueue::wait_event(int timeout_ms) {
   long n = ::syscall(SYS_ppoll, &pfd, 1, &timeout, nullptr, 0);
   if (n < 0) return core::Result<int>::fail(errno);  // EINTR: not an error worth a log line
   if (n == 0) return core::Result<int>::ok(0);
-  maybe_event_ = true;  // readable: whatever the bookkeeping says, read it
-  return drain_events();
+  return take_event();
 }
 
 }  // namespace vsock::rdma

@@ -40,13 +40,20 @@ class CompletionQueue {
   // Work-completion errors are in out[i].status, not in the Result.
   core::Result<int> poll(ibv_wc* out, int max);
   // Asks for one channel event at the next completion (solicited_only: at
-  // the next solicited or error completion).
+  // the next solicited or error completion). No system call while the last
+  // request still stands: the CQ is then either still armed or its event is
+  // waiting on the channel, and either way a sleeper on channel_fd() wakes
+  // (at once, for a waiting event). So at most one event is ever pending.
   Status arm(bool solicited_only = false);
   // Consumes and acknowledges the channel events already pending, without
   // blocking; returns how many (0: none). Each event disarms the CQ. Without
   // an arm() since the last drain that found the channel empty, no event
   // can be pending and no system call is made (waits look often).
   core::Result<int> drain_events();
+  // The same when the caller's poll said channel_fd() is readable: one
+  // read (arm() leaves at most one event pending), none that is bound to
+  // fail with EAGAIN. 0 if another thread took the event first.
+  core::Result<int> take_event();
   // Completion moderation (ibv_modify_cq): one event per `count` completions
   // or `period_us`, whichever first. 0 / 0 leaves the CQ as created. ENOTSUP
   // when the device has no moderation (rxe, siw): the caller goes on
@@ -64,6 +71,10 @@ class CompletionQueue {
   // arm() called since the channel was last found empty: an event may be
   // (or become) pending. Callers hold the owner's lock, as for poll().
   bool maybe_event_ = false;
+  // A request for an event stands: arm() went through and its event has
+  // not been read yet (the CQ is armed, or the event waits on the channel).
+  bool armed_ = false;
+  bool armed_solicited_ = false;
 };
 
 }  // namespace vsock::rdma

@@ -170,7 +170,7 @@ Status StreamChannel::post_initial_receives() {
 
 Status StreamChannel::start(const rdma::RingDescriptor& peer_ring) {
   if (!receives_posted_ || started_) return Status::fail(EINVAL);
-  if (peer_ring.capacity > kMaxPeerRing) return Status::fail(EPROTO);
+  if (peer_ring.capacity > kMaxPeerRing || peer_ring.capacity > config_.max_peer_ring) return Status::fail(EPROTO);
   core::Result<rdma::RemoteRing> remote = rdma::RemoteRing::create(peer_ring);
   if (!remote) return Status::fail(remote.error());
   // Local read access only: the device reads it for RDMA WRITE, nobody else
@@ -191,6 +191,10 @@ Status StreamChannel::start(const rdma::RingDescriptor& peer_ring) {
 uint64_t StreamChannel::write_space() const {
   if (!started_ || error_ != 0) return 0;
   return remote_.space() - staged_;
+}
+
+bool StreamChannel::can_post_without_progress() const {
+  return started_ && error_ == 0 && !write_shut_ && !sending_stopped_ && write_space() > 0 && sq_.room() >= 2;
 }
 
 core::Result<size_t> StreamChannel::write(const iovec* iov, int count) {

@@ -119,7 +119,8 @@ class StreamChannel {
   // it, then start() with the peer's ring.
   rdma::RcQueuePair& queue_pair() { return qp_; }
   rdma::Status post_initial_receives();
-  // EPROTO for a ring descriptor that is invalid or larger than kMaxPeerRing.
+  // EPROTO for a ring descriptor that is invalid or larger than kMaxPeerRing
+  // or the config's max_peer_ring.
   rdma::Status start(const rdma::RingDescriptor& peer_ring);
 
   // --- the socket-shaped calls ------------------------------------------
@@ -142,6 +143,10 @@ class StreamChannel {
   bool writable() const;
   // Bytes write() would take now.
   uint64_t write_space() const;
+  // write() can take bytes and post them without a progress() first:
+  // started, not failed or shut, credit, and room in the send queue for a
+  // DATA and a CREDIT work request.
+  bool can_post_without_progress() const;
   // Sends a FIN after everything written so far; write() then fails with EPIPE.
   rdma::Status shutdown_write();
   // Posts what autocork holds back (TCP_CORK off, MSG_MORE ended).
@@ -190,6 +195,8 @@ class StreamChannel {
   int completion_fd() const { return cq_.channel_fd(); }
   rdma::Status arm();
   core::Result<int> drain_events();
+  // After a poll that said completion_fd() is readable: one read.
+  core::Result<int> take_event() { return cq_.take_event(); }
   // Posts a zero-length RDMA WRITE (invisible to the peer) unless a
   // signalled request is outstanding anyway: a dead peer then shows up as
   // a failed completion instead of silence.

@@ -13,6 +13,8 @@ StreamConfig StreamConfig::from_settings(const core::Settings& settings) {
   config.nagle = settings.nagle;
   config.cq_mod_count = settings.cq_mod_count;
   config.cq_mod_us = settings.cq_mod_us;
+  const uint64_t largest = core::largest_profile_ring_size();
+  config.max_peer_ring = settings.ring_size > largest ? settings.ring_size : largest;
   return config;
 }
 

@@ -33,6 +33,10 @@ struct StreamConfig {
   // one log line, on devices without it.
   uint32_t cq_mod_count = 0;
   uint32_t cq_mod_us = 0;
+  // The largest ring a peer may declare: the send buffer that mirrors it is
+  // registered here, so the peer must not choose its size freely (never
+  // above StreamChannel::kMaxPeerRing).
+  uint64_t max_peer_ring = 8u << 20;
 
   static StreamConfig from_settings(const core::Settings& settings);
 };

@@ -7,7 +7,9 @@
 #include <cstring>
 
 #include "core/config.hpp"
+#include "core/log.hpp"
 #include "core/stats.hpp"
+#include "sock/upgrade/listener_boards.hpp"
 #include "sock/upgrade_engine.hpp"
 #include "sys/real_calls.hpp"
 #include "sys/reentry_guard.hpp"
@@ -84,9 +86,17 @@ void on_listening(int fd, SocketState* state) {
   if (state->listen_key.load() != 0) return;  // listen() again: already listening
   UpgradeEngine* engine = upgrade_engine();
   if (engine == nullptr) return;
-  uint64_t key = engine->listen(fd);
+  // Where the processes that will share this listener meet (a board per
+  // listen(); none if no mapping can be made: then only this process
+  // upgrades its connections).
+  std::shared_ptr<RendezvousBoard> board = RendezvousBoard::create();
+  uint64_t key = engine->listen(fd, board);
   uint64_t expected = 0;
-  if (key != 0 && !state->listen_key.compare_exchange_strong(expected, key)) engine->stop_listening(key);
+  if (key != 0 && !state->listen_key.compare_exchange_strong(expected, key)) {
+    engine->stop_listening(key);
+    return;
+  }
+  if (key != 0 && board) remember_listener_board(state, std::move(board));
 }
 
 void on_accepted(int fd, SocketState* listener, SocketState* accepted) {
@@ -98,11 +108,43 @@ void on_accepted(int fd, SocketState* listener, SocketState* accepted) {
   auto* stream = new (std::nothrow) StreamSocket(UpgradeRole::kServer, 0);
   if (stream == nullptr || !attach(accepted, stream)) return;
   copy_kernel_options(fd, stream);
+  // Another process may serve this connection: the first that uses it
+  // claims it (DESIGN decision 2, revised). Only one process has used the
+  // listener so far: this one serves it, as it always did.
+  std::shared_ptr<RendezvousBoard> board = listener_board(listener);
+  if (board && board->shared()) {
+    stream->await_claim(std::move(board));
+    engine->on_accepted_shared(fd, stream);
+    return;
+  }
+  stream->note_rendezvous(std::move(board));
   engine->on_accepted(key, fd, stream);
 }
 
+namespace {
+
+// Both spellings: glibc may pass the 64-bit time_t one (SO_*TIMEO_NEW).
+bool is_timeout_option(int level, int name) {
+  if (level != SOL_SOCKET) return false;
+  if (name == SO_RCVTIMEO || name == SO_SNDTIMEO) return true;
+#ifdef SO_RCVTIMEO_NEW
+  if (name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW) return true;
+#endif
+#ifdef SO_RCVTIMEO_OLD
+  if (name == SO_RCVTIMEO_OLD || name == SO_SNDTIMEO_OLD) return true;
+#endif
+  return false;
+}
+
+}  // namespace
+
 bool is_stream_option(int level, int name) {
-  return (level == SOL_SOCKET && name == SO_RCVLOWAT) || (level == IPPROTO_TCP && name == TCP_NODELAY);
+  return (level == SOL_SOCKET && name == SO_RCVLOWAT) || (level == IPPROTO_TCP && name == TCP_NODELAY) ||
+         is_timeout_option(level, name);
+}
+
+void on_file_flags_set(SocketState* state) {
+  if (StreamSocket* stream = state->stream.load(std::memory_order_acquire)) stream->file_flags_changed();
 }
 
 bool is_unsupported_option(int level, int name) {
@@ -126,9 +168,13 @@ void on_unsupported_option(SocketState* state, int level, int name) {
 }
 
 void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len) {
-  if (value == nullptr || len < sizeof(int)) return;
   StreamSocket* stream = state->stream.load(std::memory_order_acquire);
   if (stream == nullptr) return;
+  if (is_timeout_option(level, name)) {
+    stream->timeouts_changed();
+    return;
+  }
+  if (value == nullptr || len < sizeof(int)) return;
   int number;
   std::memcpy(&number, value, sizeof number);
   if (level == SOL_SOCKET && name == SO_RCVLOWAT) stream->set_receive_low_water(number);
@@ -136,6 +182,13 @@ void on_option_set(SocketState* state, int level, int name, const void* value, s
     sys::ReentryGuard guard;  // turning Nagle off posts held data (libibverbs)
     stream->set_no_delay(number != 0);
   }
+}
+
+void adopt_inherited_listeners() {
+  std::vector<std::shared_ptr<RendezvousBoard>> boards = all_listener_boards();
+  if (boards.empty()) return;
+  sys::ReentryGuard guard;
+  if (UpgradeEngine* engine = upgrade_engine()) engine->adopt_listeners(boards);
 }
 
 void finish_streams_at_exit() {
@@ -150,13 +203,35 @@ void on_socket_released(SocketState* state) {
   uint64_t key = state->listen_key.exchange(0);
   if (stream == nullptr && key == 0) return;
   sys::ReentryGuard guard;
-  UpgradeEngine* engine = upgrade_engine();
+  // Without an engine in this process nothing of the socket is in one (a
+  // fork child closing what it inherited must not open the device for it).
+  UpgradeEngine* engine = running_upgrade_engine();
   if (stream != nullptr) {
     bool drain = stream->on_last_close();
     if (engine != nullptr) engine->on_closed(stream, drain);
     stream->release();
   }
-  if (key != 0 && engine != nullptr) engine->stop_listening(key);
+  std::shared_ptr<RendezvousBoard> board = key != 0 ? listener_board(state) : nullptr;
+  if (key != 0) forget_listener_board(state);
+  if (key != 0 && engine != nullptr) engine->stop_listening(key, board.get());
 }
+
+namespace {
+
+// The first use of an accepted socket that awaits its claim, in whichever
+// process that is (StreamSocket::await_claim).
+void claim_in_this_process(StreamSocket* stream, int fd) {
+  UpgradeEngine* engine = upgrade_engine();
+  VSOCK_LOG(kDebug, "fd %d: first use here, claiming it (%s)", fd, engine ? "engine" : "no engine");
+  if (engine == nullptr) {
+    stream->fall_back_now(FallbackReason::kLocalError, "no upgrade engine in the process that serves the socket");
+    return;
+  }
+  engine->claim(fd, stream);
+}
+
+__attribute__((constructor)) void install_claim_handler() { StreamSocket::set_claim_handler(claim_in_this_process); }
+
+}  // namespace
 
 }  // namespace vsock::sock

@@ -28,15 +28,22 @@ void on_listening(int fd, SocketState* state);
 // accept() returned `fd` (already registered as `accepted`) on `listener`.
 void on_accepted(int fd, SocketState* listener, SocketState* accepted);
 
+// The child of daemon() goes on alone with the listeners: it takes over
+// their rdma_cm side once the parent has exited (DESIGN decision 2).
+void adopt_inherited_listeners();
+
 // setsockopt() of an option the RDMA path cannot honour: the socket stays
 // on (or goes back to) TCP while it still can.
 void on_unsupported_option(SocketState* state, int level, int name);
 // A setsockopt() the kernel took: the options the ring path applies too
 // (SO_RCVLOWAT, TCP_NODELAY: is_stream_option) are copied to the socket's
-// stream.
+// stream; SO_RCVTIMEO / SO_SNDTIMEO make its cached timeouts stale.
 void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len);
 bool is_unsupported_option(int level, int name);
 bool is_stream_option(int level, int name);
+// fcntl(F_SETFL) or ioctl(FIONBIO) went through: the stream's cached
+// O_NONBLOCK is stale. Lock-free (may run in a signal handler).
+void on_file_flags_set(SocketState* state);
 
 // The process exits: the kernel would send what every TCP socket still
 // holds, then a FIN; do the same for upgraded ones (bounded wait).

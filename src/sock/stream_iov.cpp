@@ -49,4 +49,36 @@ size_t IovCursor::scatter(const uint8_t* in, size_t n) {
   return copied;
 }
 
+IovWindow::IovWindow(const iovec* iov, int count, size_t skip, size_t limit) {
+  if (count <= 0 || iov == nullptr) return;
+  if (skip == 0 && limit >= iov_total(iov, count)) {
+    data_ = iov;  // the common case: the call's own array
+    count_ = count;
+    return;
+  }
+  iovec* out = inline_;
+  int room = kInline;
+  for (int i = 0; i < count && limit > 0; ++i) {
+    size_t length = iov[i].iov_len;
+    if (skip >= length) {
+      skip -= length;
+      continue;
+    }
+    iovec piece{static_cast<char*>(iov[i].iov_base) + skip, length - skip};
+    skip = 0;
+    if (piece.iov_len > limit) piece.iov_len = limit;
+    limit -= piece.iov_len;
+    if (count_ == room) {
+      // Past kInline pieces: move to the heap (rare; at most count entries).
+      heap_.reserve(static_cast<size_t>(count));
+      heap_.assign(inline_, inline_ + count_);
+      heap_.resize(static_cast<size_t>(count));
+      out = heap_.data();
+      room = count;
+    }
+    out[count_++] = piece;
+  }
+  data_ = out;
+}
+
 }  // namespace vsock::sock

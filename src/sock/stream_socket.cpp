@@ -49,10 +49,24 @@ void count_fallback(FallbackReason reason) {
     case FallbackReason::kLocalError: core::stat_add(Stat::fallback_local_error); return;
     case FallbackReason::kPeerClosed: core::stat_add(Stat::fallback_peer_closed); return;
     case FallbackReason::kTransportError: core::stat_add(Stat::fallback_transport_error); return;
+    case FallbackReason::kRefused: core::stat_add(Stat::fallback_refused); return;
   }
 }
 
+std::atomic<StreamSocket::ClaimHandler> g_claim_handler{nullptr};
+
 }  // namespace
+
+void StreamSocket::set_claim_handler(ClaimHandler handler) { g_claim_handler.store(handler); }
+
+void StreamSocket::claim_now(int fd) {
+  if (!awaiting_claim_.exchange(false, std::memory_order_acq_rel)) return;  // another thread claimed it
+  ClaimHandler handler = g_claim_handler.load();
+  if (handler != nullptr) {
+    sys::ReentryGuard guard;
+    handler(this, fd);
+  }
+}
 
 StreamSocket::StreamSocket(UpgradeRole role, uint64_t nonce) : upgrade_(role), nonce_(nonce) {}
 
@@ -98,7 +112,7 @@ void StreamSocket::apply(UpgradeAction action) {
 }
 
 void StreamSocket::fall_back_now(FallbackReason reason, const char* why) {
-  std::unique_lock<std::mutex> held(mu_);
+  std::unique_lock<std::mutex> held = lock_call();
   if (kernel_only()) return;
   // Only while nothing can be in a ring; later the state machine decides.
   // After a Revert the ring part still has to be read.
@@ -253,7 +267,7 @@ void StreamSocket::on_transport_lost() {
 }
 
 void StreamSocket::set_no_delay(bool on) {
-  std::lock_guard<std::mutex> held(mu_);
+  std::unique_lock<std::mutex> held = lock_call();
   no_delay_.store(on, std::memory_order_relaxed);
   apply_coalescing_locked();
 }
@@ -282,7 +296,7 @@ int StreamSocket::take_error_locked() {
 }
 
 bool StreamSocket::take_so_error(int fd, int* error) {
-  std::unique_lock<std::mutex> held(mu_);
+  std::unique_lock<std::mutex> held = lock_call();
   if (kernel_only() || !upgrade_.committed()) return false;
   progress_locked();
   // The kernel's pending error is consumed here either way: past this
@@ -326,16 +340,20 @@ bool StreamSocket::switch_may_come() const {
 }
 
 void StreamSocket::wait_settled(int timeout_ms) {
-  std::unique_lock<std::mutex> held(mu_);
-  settled_.wait_for(held, std::chrono::milliseconds(timeout_ms),
-                    [this] { return kernel_only() || upgrade_.phase() != UpgradePhase::kConnecting; });
+  std::unique_lock<std::mutex> held = lock_call();
+  settled_.wait_for(held, std::chrono::milliseconds(timeout_ms), [this] {
+    if (kernel_only()) return true;
+    if (upgrade_.phase() == UpgradePhase::kConnecting) return false;
+    // The side-band thread takes the promised Bound and sends our Switch.
+    return !bound_promised_ || upgrade_.phase() != UpgradePhase::kEstablished || upgrade_.switch_sent();
+  });
 }
 
 // --------------------------------------------------------------- closing --
 
 bool StreamSocket::on_last_close() {
   const bool abortive = abort_on_close_.load(std::memory_order_relaxed);
-  std::unique_lock<std::mutex> held(mu_);
+  std::unique_lock<std::mutex> held = lock_call();
   closing_ = true;
   if (kernel_only()) return false;
   if (!upgrade_.committed() || !channel_) {
@@ -373,14 +391,14 @@ bool StreamSocket::on_last_close() {
 }
 
 void StreamSocket::finish_at_exit(int timeout_ms) {
-  std::unique_lock<std::mutex> held(mu_);
+  std::unique_lock<std::mutex> held = lock_call();
   if (!kernel_only() && peer_reverted_) {
     const int64_t deadline = core::monotonic_ms() + timeout_ms;
     for (flush_resend_locked(); resend_pending() && core::monotonic_ms() < deadline; flush_resend_locked()) {
       pollfd pfd{resend_fd_, POLLOUT, 0};
       held.unlock();
       sys::real().poll(&pfd, 1, 10);
-      held.lock();
+      relock(held);
     }
     return;
   }
@@ -409,14 +427,14 @@ bool StreamSocket::flush_locked(std::unique_lock<std::mutex>& held, int timeout_
     pollfd pfd{channel->completion_fd(), POLLIN, 0};
     held.unlock();
     sys::real().poll(&pfd, 1, kFlushSliceMs);
-    held.lock();
+    relock(held);
     // After commit the channel stays (no fallback), but check as wait() does.
-    if (channel == channel_.get() && channel_ && (pfd.revents & POLLIN)) channel_->drain_events();
+    if (channel == channel_.get() && channel_ && (pfd.revents & POLLIN)) channel_->take_event();
   }
 }
 
 bool StreamSocket::close_finished() {
-  std::unique_lock<std::mutex> held(mu_);
+  std::unique_lock<std::mutex> held = lock_call();
   if (kernel_only() || !channel_) return true;
   progress_locked();
   if (peer_reverted_) return !resend_pending();
@@ -428,7 +446,7 @@ bool StreamSocket::close_finished() {
 // ----------------------------------------------------------------- waiting --
 
 uint64_t StreamSocket::activity() {
-  std::unique_lock<std::mutex> held(mu_);
+  std::unique_lock<std::mutex> held = lock_call();
   // Our own shutdown changes readiness too (POLLIN|POLLRDHUP after SHUT_RD,
   // POLLHUP once both directions are shut), as the kernel's wake-up on it.
   uint64_t value = eagain_count_ + (read_shut_ ? 1 : 0) + (write_shut_ ? 2 : 0);
@@ -438,7 +456,8 @@ uint64_t StreamSocket::activity() {
 }
 
 int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
-  std::unique_lock<std::mutex> held(mu_);
+  claim_if_awaited(fd);
+  std::unique_lock<std::mutex> held = lock_call();
   int n = 0;
   short tcp_events = 0;
   if ((events & POLLIN) && !reader_.on_ring()) tcp_events |= POLLIN;
@@ -479,9 +498,10 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
     channel->flush();
     // Spin first (the profile's budget, never past the deadline): a reply
     // that is microseconds away is not worth a sleep and a wake-up.
-    // The lock is let go between looks, so that another thread can send or
-    // receive on the socket meanwhile; if it took what we wait for (data or
-    // credit arrived, bytes moved in our direction) the caller looks again.
+    // The lock stays held between looks unless another thread waits for
+    // it: then it is let go, so that the other thread can send or receive
+    // on the socket meanwhile; if it took what we wait for (data or credit
+    // arrived, bytes moved in our direction) the caller looks again.
     auto marker = [what](const StreamCounters& c) {
       return what == WaitFor::kRead ? c.data_received + c.messages_received + c.bytes_read
                                     : c.credits_received + c.bytes_written;
@@ -492,12 +512,19 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
         advance();
         return R::ok(true);
       }
+      if (lock_waiters_.load(std::memory_order_relaxed) == 0) {
+        if (!spin.next()) break;
+        continue;
+      }
       const uint64_t before = marker(channel->counters());
       held.unlock();
       bool more = spin.next();
-      held.lock();
-      if (kernel_only() || channel_.get() != channel || channel->error() != 0) return R::ok(true);
-      if (marker(channel->counters()) != before) return R::ok(true);
+      // Give the waiter time to take the lock (it says so by leaving
+      // lock_waiters_), within the spin budget.
+      while (more && lock_waiters_.load(std::memory_order_relaxed) != 0) more = spin.next();
+      relock(held);
+      if (kernel_only() || channel_.get() != channel || channel->error() != 0) return R::ok(false);
+      if (marker(channel->counters()) != before) return R::ok(false);
       if (!more) break;
     }
   }
@@ -522,19 +549,19 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
   held.unlock();
   int rc = sys::real().poll(fds, static_cast<nfds_t>(n), slice);
   int saved = errno;
-  held.lock();
+  relock(held);
   if (rc < 0 && saved == EINTR) {
     // The kernel restarts a socket call without a timeout (SO_RCVTIMEO /
     // SO_SNDTIMEO) after an SA_RESTART handler; with one it says EINTR.
-    if (deadline_ms < 0 && handlers_restart_calls()) return R::ok(true);
+    if (deadline_ms < 0 && handlers_restart_calls()) return R::ok(false);
     return R::fail(EINTR);
   }
   // The channel may have been replaced or dropped while we slept.
   if (channel_index >= 0 && channel == channel_.get() && channel_ && (fds[channel_index].revents & POLLIN))
-    channel_->drain_events();
+    channel_->take_event();
   if (rc == 0 && channel == channel_.get() && channel_) channel_->note_idle(slice);
   if (deadline_ms >= 0 && core::monotonic_ms() >= deadline_ms) return R::fail(EAGAIN);
-  return R::ok(true);
+  return R::ok(false);
 }
 
 }  // namespace vsock::sock

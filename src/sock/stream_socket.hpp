@@ -9,7 +9,10 @@
 // sleep or a blocking system call (TCP calls under it are MSG_DONTWAIT);
 // blocking calls wait with the lock released, on the kernel socket and the
 // channel's completion fd together, then look again. The side-band thread
-// (UpgradeEngine) drives the rdma_cm part under the same lock.
+// (UpgradeEngine) drives the rdma_cm part under the same lock. A call takes
+// the lock once: a blocking call spins with it held, and lets it go only
+// while another thread waits for it (lock_waiters_), so that a second
+// thread sending on the socket is not held off by a reader's spin.
 //
 // Lifetime: counted (retain/release): the SocketState holds one reference
 // while any fd refers to the socket; the engine one while it has rdma_cm
@@ -29,9 +32,11 @@
 #include "core/result.hpp"
 #include "rdma/cm_connection.hpp"
 #include "rdma/cm_connector.hpp"
+#include "sock/blocking_mode.hpp"
 #include "sock/stream_channel.hpp"
 #include "sock/switch_reader.hpp"
 #include "sock/switch_writer.hpp"
+#include "sock/upgrade/rendezvous_board.hpp"
 #include "sock/upgrade_state.hpp"
 
 namespace vsock::sock {
@@ -58,6 +63,11 @@ class StreamSocket {
   // TCP_NODELAY (copied from the kernel socket and on every setsockopt): with
   // the nagle setting, small writes coalesce only while it is off.
   void set_no_delay(bool on);
+  // fcntl(F_SETFL) or ioctl(FIONBIO) / setsockopt(SO_RCVTIMEO or
+  // SO_SNDTIMEO) went through on an fd of this socket: the cached copies
+  // are stale (BlockingMode). Lock-free.
+  void file_flags_changed() { blocking_.file_flags_changed(); }
+  void timeouts_changed() { blocking_.timeouts_changed(); }
   // Held data the application has not flushed by a later call: the
   // side-band thread posts it once the completion it waits for has come, as
   // the kernel sends what Nagle held when the ACK arrives. Lock held.
@@ -97,8 +107,32 @@ class StreamSocket {
   // engine must finish the close (what is left to send, disconnect).
   bool on_last_close();
 
+  // --- the rendezvous (DESIGN decision 2, revised) ----------------------
+  // An accepted socket of a listener shared with other processes (a fork
+  // happened while it was open) is upgraded by the process that first
+  // reads, writes or waits on it: every call below begins with
+  // claim_if_awaited(), which hands the socket to the claim handler once.
+  void await_claim(std::shared_ptr<RendezvousBoard> board) {
+    rendezvous_ = std::move(board);
+    awaiting_claim_.store(true, std::memory_order_release);
+  }
+  // The listener's board, for a socket this process serves for now: if a
+  // fork() comes before its upgrade has begun, it goes up for claim in both
+  // processes (revert_begin).
+  void note_rendezvous(std::shared_ptr<RendezvousBoard> board) { rendezvous_ = std::move(board); }
+  bool awaiting_claim() const { return awaiting_claim_.load(std::memory_order_acquire); }
+  // The engine claims it for this process without a use (true once).
+  bool take_claim() { return awaiting_claim_.exchange(false, std::memory_order_acq_rel); }
+  void claim_if_awaited(int fd) {
+    if (awaiting_claim_.load(std::memory_order_relaxed)) claim_now(fd);
+  }
+  const std::shared_ptr<RendezvousBoard>& rendezvous() const { return rendezvous_; }
+  // Who claims (the upgrade engine): called without any lock held.
+  using ClaimHandler = void (*)(StreamSocket* stream, int fd);
+  static void set_claim_handler(ClaimHandler handler);
+
   // --- the side band (UpgradeEngine), under lock() -----------------------
-  std::unique_lock<std::mutex> lock() { return std::unique_lock<std::mutex>(mu_); }
+  std::unique_lock<std::mutex> lock() { return lock_call(); }
   // The handoff keeps the lock past lock()'s scope (unique_lock::release)
   // and gives it back here.
   void unlock_after_handoff() { mu_.unlock(); }
@@ -126,8 +160,11 @@ class StreamSocket {
   // Wakes waiters in wait_settled() (the upgrade phase changed).
   void notify() { settled_.notify_all(); }
   // Blocking connect(): waits until the upgrade left kConnecting (at most
-  // timeout_ms).
+  // timeout_ms), and, when the server promised its Bound (its socket was
+  // accepted already), until our Switch is sent: the first bytes written
+  // after connect() then go on the ring.
   void wait_settled(int timeout_ms);
+  void set_bound_promised(bool promised) { bound_promised_ = promised; }
   // The engine drops the attempt (takes the lock: callers must not hold it).
   void fall_back_now(FallbackReason reason, const char* why);
   int fd_hint() const { return fd_hint_; }
@@ -159,14 +196,35 @@ class StreamSocket {
   bool resend_pending() const { return !resend_.empty(); }
 
  private:
+  // Takes mu_. A thread that finds it held says so in lock_waiters_ while
+  // it waits: that is what makes a spinning wait() let go.
+  std::unique_lock<std::mutex> lock_call() {
+    std::unique_lock<std::mutex> held(mu_, std::try_to_lock);
+    if (!held.owns_lock()) relock(held);
+    return held;
+  }
+  void relock(std::unique_lock<std::mutex>& held) {
+    lock_waiters_.fetch_add(1, std::memory_order_relaxed);
+    held.lock();
+    lock_waiters_.fetch_sub(1, std::memory_order_relaxed);
+  }
   void apply_coalescing_locked();
+  void claim_now(int fd);
   enum class WaitFor : uint8_t { kRead, kWrite };
   // Sleeps (lock released) until the socket may be ready, the timeout
-  // passes or a signal arrives. EINTR, EAGAIN (timeout), or ok.
+  // passes or a signal arrives. EINTR, EAGAIN (timeout), or ok. ok(true):
+  // it ended in a progress() that took completions, so the caller need not
+  // poll the CQ again before it looks; ok(false): look as usual.
   core::Result<bool> wait(std::unique_lock<std::mutex>& held, int fd, WaitFor what, int64_t deadline_ms);
+  // A send that can go straight to the ring: switched, nothing to resend,
+  // no failure known, credit and send-queue room. It posts without polling
+  // the CQ first (what the poll could bring — credit, a peer's Revert or
+  // reset — is taken by the next call that needs it; a Revert's bytes are
+  // recovered from the send buffer either way).
+  bool ring_send_ready_locked() const;
   core::Result<size_t> send_urgent(int fd, const iovec* iov, int count, int flags);
   core::Result<size_t> send_once(int fd, const iovec* iov, int count, int flags, bool progress = true);
-  core::Result<size_t> recv_once(int fd, const iovec* iov, int count, int flags);
+  core::Result<size_t> recv_once(int fd, const iovec* iov, int count, int flags, bool progress = true);
   core::Result<size_t> recv_tcp_eof();
   bool ring_readable() const;
   void send_switch();
@@ -203,13 +261,17 @@ class StreamSocket {
   bool flush_locked(std::unique_lock<std::mutex>& held, int timeout_ms);
 
   std::mutex mu_;
+  std::atomic<uint32_t> lock_waiters_{0};  // threads blocked in lock_call()/relock()
   std::condition_variable settled_;
   std::atomic<int> refs_{1};
   std::atomic<bool> kernel_only_{false};
   std::atomic<bool> abort_on_close_{false};
   std::atomic<bool> no_delay_{false};
   std::atomic<int> receive_low_water_{1};
+  std::atomic<bool> awaiting_claim_{false};
+  std::shared_ptr<RendezvousBoard> rendezvous_;  // the listener's board, for the claim
   UpgradeState upgrade_;
+  BlockingMode blocking_;  // O_NONBLOCK, SO_RCVTIMEO, SO_SNDTIMEO
   SwitchWriter writer_;
   SwitchReader reader_;
   uint64_t nonce_;
@@ -224,6 +286,7 @@ class StreamSocket {
   bool read_shut_ = false;
   bool closing_ = false;
   bool stats_counted_ = false;
+  bool bound_promised_ = false;  // client: UpgradeAccept's kAcceptFlagBound
   int fd_hint_ = -1;
   // Going back to TCP (§5).
   bool revert_posted_ = false;   // our Revert is on the queue pair

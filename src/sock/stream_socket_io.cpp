@@ -20,45 +20,6 @@
 namespace vsock::sock {
 namespace {
 
-// The part of an iovec array that starts `skip` bytes in and is at most
-// `limit` bytes long.
-class IovWindow {
- public:
-  IovWindow(const iovec* iov, int count, size_t skip, size_t limit) {
-    for (int i = 0; i < count && limit > 0; ++i) {
-      size_t length = iov[i].iov_len;
-      if (skip >= length) {
-        skip -= length;
-        continue;
-      }
-      iovec piece{static_cast<char*>(iov[i].iov_base) + skip, length - skip};
-      skip = 0;
-      if (piece.iov_len > limit) piece.iov_len = limit;
-      limit -= piece.iov_len;
-      pieces_.push_back(piece);
-    }
-  }
-  const iovec* data() const { return pieces_.data(); }
-  int count() const { return static_cast<int>(pieces_.size()); }
-
- private:
-  std::vector<iovec> pieces_;
-};
-
-bool fd_nonblocking(int fd) {
-  int flags = sys::real().fcntl(fd, F_GETFL, nullptr);
-  return flags >= 0 && (flags & O_NONBLOCK) != 0;
-}
-
-// The deadline SO_RCVTIMEO / SO_SNDTIMEO give a blocking call, or -1.
-int64_t timeout_deadline(int fd, int option) {
-  timeval tv{};
-  socklen_t len = sizeof tv;
-  if (sys::real().getsockopt(fd, SOL_SOCKET, option, &tv, &len) != 0 || (tv.tv_sec == 0 && tv.tv_usec == 0))
-    return -1;
-  return core::monotonic_ms() + static_cast<int64_t>(tv.tv_sec) * 1000 + (tv.tv_usec + 999) / 1000;
-}
-
 // The kernel raises SIGPIPE on the writing thread for EPIPE.
 void raise_sigpipe() {
   ::syscall(SYS_tgkill, ::syscall(SYS_getpid), ::syscall(SYS_gettid), SIGPIPE);
@@ -105,6 +66,13 @@ core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count
   return written;
 }
 
+bool StreamSocket::ring_send_ready_locked() const {
+  if (kernel_only() || !channel_ || writer_.tcp_allowed() || resend_pending() || peer_reverted_ || revert_posted_ ||
+      error_ != 0)
+    return false;
+  return channel_->can_post_without_progress();
+}
+
 // MSG_OOB once our writes go to the ring: the bytes before the last are
 // ordinary data (the ring); the last, the urgent byte, goes on TCP as the
 // kernel sends it, where the peer's kernel keeps it out of band (poll
@@ -130,12 +98,14 @@ core::Result<size_t> StreamSocket::send_urgent(int fd, const iovec* iov, int cou
 }
 
 core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int flags) {
+  claim_if_awaited(fd);
   using R = core::Result<size_t>;
   const size_t total = iov_total(iov, count);
   const bool urgent = (flags & MSG_OOB) && total > 0;
-  std::unique_lock<std::mutex> held(mu_);
+  std::unique_lock<std::mutex> held = lock_call();
   size_t done = 0;
   int64_t deadline = -2;  // not looked up yet
+  bool progressed = false;  // the wait just polled the CQ
   for (;;) {
     // A part was sent before the reset: that is the answer, the error waits.
     if (done > 0 && error_locked() != 0) return R::ok(done);
@@ -152,19 +122,24 @@ core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int
         return R::ok(done + rest.value());
       }
     }
-    core::Result<size_t> sent = send_once(fd, window.data(), window.count(), flags, !urgent);
+    const bool poll_first = !urgent && !progressed && !ring_send_ready_locked();
+    progressed = false;
+    core::Result<size_t> sent = send_once(fd, window.data(), window.count(), flags, poll_first);
     if (sent) {
       done += sent.value();
       if (holds_data_locked()) note_held_data();
-      if (done >= total || (flags & MSG_DONTWAIT) || fd_nonblocking(fd)) return R::ok(done);
+      if (done >= total || (flags & MSG_DONTWAIT) || blocking_.nonblocking(fd)) return R::ok(done);
       continue;  // a blocking send takes everything, as the kernel's does
     }
     int error = sent.error();
     if (error == EAGAIN) ++eagain_count_;
-    if (error == EAGAIN && !(flags & MSG_DONTWAIT) && !fd_nonblocking(fd)) {
-      if (deadline == -2) deadline = timeout_deadline(fd, SO_SNDTIMEO);
+    if (error == EAGAIN && !(flags & MSG_DONTWAIT) && !blocking_.nonblocking(fd)) {
+      if (deadline == -2) deadline = blocking_.deadline_ms(fd, false);
       core::Result<bool> waited = wait(held, fd, WaitFor::kWrite, deadline);
-      if (waited) continue;
+      if (waited) {
+        progressed = waited.value();
+        continue;
+      }
       error = waited.error();
     }
     if (done > 0) return R::ok(done);
@@ -198,10 +173,10 @@ core::Result<size_t> StreamSocket::recv_after_reset() {
   return R::ok(0);
 }
 
-core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count, int flags) {
+core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count, int flags, bool progress) {
   using R = core::Result<size_t>;
   last_fd_ = fd;
-  progress_locked();
+  if (progress) progress_locked();
   // After a reset the kernel still delivers what it had received, then the
   // error once, then end of stream.
   if (error_locked() != 0 && !(reader_.on_ring() && channel_ && channel_->readable_bytes() > 0))
@@ -277,6 +252,7 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
 }
 
 core::Result<size_t> StreamSocket::recv(int fd, const iovec* iov, int count, int flags) {
+  claim_if_awaited(fd);
   using R = core::Result<size_t>;
   if (flags & MSG_OOB) {
     // Urgent data only ever travels on TCP (send_urgent): the kernel's.
@@ -293,27 +269,32 @@ core::Result<size_t> StreamSocket::recv(int fd, const iovec* iov, int count, int
   // kernel's tcp_recvmsg target), or at the end, an error or a signal.
   const size_t low_water = static_cast<size_t>(std::max(1, receive_low_water_.load(std::memory_order_relaxed)));
   const size_t target = wait_all ? total : std::min(total, low_water);
-  std::unique_lock<std::mutex> held(mu_);
+  std::unique_lock<std::mutex> held = lock_call();
   size_t got = 0;
   int64_t deadline = -2;  // not looked up yet
+  bool progressed = false;  // the wait just polled the CQ and found something
   for (;;) {
     // MSG_WAITALL cut short by a reset: the bytes are the answer, the error waits.
     if (got > 0 && error_locked() != 0 && !(reader_.on_ring() && channel_ && channel_->readable_bytes() > 0))
       return R::ok(got);
     IovWindow window(iov, count, got, total - got);
-    core::Result<size_t> read = recv_once(fd, window.data(), window.count(), flags & ~MSG_WAITALL);
+    core::Result<size_t> read = recv_once(fd, window.data(), window.count(), flags & ~MSG_WAITALL, !progressed);
+    progressed = false;
     if (read) {
       if (read.value() == 0) return R::ok(got);  // end of stream
       got += read.value();
-      if (got >= target || (flags & (MSG_DONTWAIT | MSG_PEEK)) || fd_nonblocking(fd)) return R::ok(got);
+      if (got >= target || (flags & (MSG_DONTWAIT | MSG_PEEK)) || blocking_.nonblocking(fd)) return R::ok(got);
       continue;
     }
     int error = read.error();
     if (error == EAGAIN) ++eagain_count_;
-    if (error == EAGAIN && !(flags & MSG_DONTWAIT) && !fd_nonblocking(fd)) {
-      if (deadline == -2) deadline = timeout_deadline(fd, SO_RCVTIMEO);
+    if (error == EAGAIN && !(flags & MSG_DONTWAIT) && !blocking_.nonblocking(fd)) {
+      if (deadline == -2) deadline = blocking_.deadline_ms(fd, true);
       core::Result<bool> waited = wait(held, fd, WaitFor::kRead, deadline);
-      if (waited) continue;
+      if (waited) {
+        progressed = waited.value();
+        continue;
+      }
       error = waited.error();
     }
     if (got > 0) return R::ok(got);
@@ -324,8 +305,9 @@ core::Result<size_t> StreamSocket::recv(int fd, const iovec* iov, int count, int
 // -------------------------------------------------------------- the rest --
 
 core::Result<bool> StreamSocket::shutdown(int fd, int how) {
+  claim_if_awaited(fd);
   using R = core::Result<bool>;
-  std::unique_lock<std::mutex> held(mu_);
+  std::unique_lock<std::mutex> held = lock_call();
   // The kernel socket is shut too: its errors (ENOTCONN, EINVAL) are the
   // answer, and a peer still reading TCP sees the end there.
   last_fd_ = fd;
@@ -358,8 +340,9 @@ core::Result<bool> StreamSocket::shutdown(int fd, int how) {
 }
 
 core::Result<int> StreamSocket::readable_bytes(int fd) {
+  claim_if_awaited(fd);
   using R = core::Result<int>;
-  std::unique_lock<std::mutex> held(mu_);
+  std::unique_lock<std::mutex> held = lock_call();
   progress_locked();
   int kernel = 0;
   if (!reader_.on_ring() && sys::real().ioctl(fd, FIONREAD, &kernel) != 0) return R::fail(errno);
@@ -380,7 +363,8 @@ bool StreamSocket::ring_readable() const {
 }
 
 short StreamSocket::poll_events(int fd, short events) {
-  std::unique_lock<std::mutex> held(mu_);
+  claim_if_awaited(fd);
+  std::unique_lock<std::mutex> held = lock_call();
   last_fd_ = fd;
   // Events of the completion channel a sleeper woke for (non-blocking).
   if (channel_ && !kernel_only()) channel_->drain_events();

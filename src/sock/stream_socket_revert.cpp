@@ -24,6 +24,16 @@ namespace vsock::sock {
 
 bool StreamSocket::revert_begin(int fd) {
   if (kernel_only()) return false;
+  // Not upgrading anywhere yet: whichever process uses it first claims it
+  // (a server socket still waiting for its request goes up for claim too;
+  // the engine answers no request for a socket that awaits its claim).
+  if (awaiting_claim_.load(std::memory_order_acquire)) return false;
+  if (upgrade_.role() == UpgradeRole::kServer && upgrade_.phase() == UpgradePhase::kKernel && !channel_ &&
+      rendezvous_) {
+    awaiting_claim_.store(true, std::memory_order_release);
+    VSOCK_LOG(kDebug, "fd %d: handed over before its upgrade began: the process that uses it claims it", fd);
+    return false;
+  }
   last_fd_ = fd;
   progress_locked();  // a Revert of the peer's may be waiting: then we answer it
   if (kernel_only()) return false;
@@ -82,7 +92,7 @@ void StreamSocket::revert_poll() {
 }
 
 void StreamSocket::revert_finish(int fd, int64_t deadline_ms) {
-  if (kernel_only()) return;
+  if (kernel_only() || awaiting_claim_.load(std::memory_order_acquire)) return;  // nothing began here
   if (revert_posted_ && channel_) {
     const bool delivered = channel_->message_delivered();
     // Nothing arrives any more: a Revert of the peer's that is not in the
@@ -121,6 +131,7 @@ void StreamSocket::revert_finish(int fd, int64_t deadline_ms) {
 }
 
 void StreamSocket::abandon_in_child() {
+  if (awaiting_claim_.load(std::memory_order_acquire)) return;  // nothing of the parent's to forget
   // Leaked on purpose: destroying them would act on the parent's queue
   // pair, rings and rdma_cm id through the inherited verbs and cm fds.
   (void)channel_.release();

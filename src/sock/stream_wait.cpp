@@ -58,7 +58,7 @@ core::Result<bool> wait_until(StreamChannel& channel, WaitPredicate ready, void*
       channel.note_idle(slice);
       continue;  // the CQ is still armed; arming again is harmless
     }
-    core::Result<int> drained = channel.drain_events();
+    core::Result<int> drained = channel.take_event();
     if (!drained) return R::fail(drained.error());
     // The event disarmed the CQ. Poll before arming again: the completion
     // that woke us is usually the one we wait for, and arming is a system

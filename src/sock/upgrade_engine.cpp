@@ -1,5 +1,6 @@
 #include "sock/upgrade_engine.hpp"
 
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -29,7 +30,10 @@
 #include "sock/peer_failure_cache.hpp"
 #include "sock/stream_config.hpp"
 #include "sock/tcp_lookup.hpp"
+#include "sock/upgrade/listener_boards.hpp"
+#include "sock/upgrade/process_liveness.hpp"
 #include "sock/upgrade_matcher.hpp"
+#include "sock/wire/reject_message.hpp"
 #include "sock/wire/upgrade_accept.hpp"
 #include "sock/wire/upgrade_request.hpp"
 #include "sys/real_calls.hpp"
@@ -51,6 +55,20 @@ constexpr int kDrainPollMs = 2;
 // How often the thread polls connections between rdma_cm's ESTABLISHED and
 // the switch (only the queue pair reports Bound and Switch).
 constexpr int kSwitchPollMs = 5;
+// How often a listener shared with other processes looks at its board for
+// the claims of requests it holds (the claim comes with the first use of
+// the socket in the process that serves it).
+constexpr int kBoardPollMs = 2;
+// A redirected request is redirected once: a second redirect is refused.
+constexpr int kMaxRedirects = 1;
+// How long a process that inherited a listener waits for the owner it
+// replaces (a daemon()'s parent on its way out) to release the port.
+constexpr int64_t kAdoptMs = 5000;
+constexpr int kAdoptPollMs = 10;
+// How long the listener's own process leaves a socket it accepted to be
+// claimed by first use (here or in a process it forks) before it claims
+// it itself.
+constexpr int64_t kClaimWindowMs = 50;
 // How often it looks at connections that hold back small writes (Nagle,
 // autocork) the application has not flushed: the kernel sends what Nagle
 // held when the ACK comes; this is the bound on the extra delay here.
@@ -63,10 +81,26 @@ uint64_t random_nonce() {
   return nonce;
 }
 
+// An accepted socket's two ends, as the kernel names them.
+struct SocketNames {
+  sockaddr_storage local{}, peer{};
+  socklen_t local_len = sizeof local, peer_len = sizeof peer;
+  const sockaddr* local_addr() const { return reinterpret_cast<const sockaddr*>(&local); }
+  const sockaddr* peer_addr() const { return reinterpret_cast<const sockaddr*>(&peer); }
+};
+
+// getsockname() and getpeername() of `fd`; false if either fails.
+bool read_names(int fd, SocketNames* names) {
+  return fd >= 0 &&
+         sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&names->local), &names->local_len) == 0 &&
+         sys::real().getpeername(fd, reinterpret_cast<sockaddr*>(&names->peer), &names->peer_len) == 0;
+}
+
 // A stream the engine holds a reference to.
 struct Tracked {
   StreamSocket* stream;
   int64_t deadline_ms;  // the upgrade must have settled by then (0: none)
+  int redirects;        // client: how often the request was redirected
 };
 
 struct Closing {
@@ -91,13 +125,29 @@ struct EarlyUpgrade {
   Answered answered;
 };
 
+// A request waiting for its socket: the rdma_cm event to answer and what
+// it asked for.
+struct HeldRequest {
+  rdma::CmEvent event;
+  wire::UpgradeRequest request;
+};
+
+// A TCP listener's rdma_cm side (fd >= 0), or the process's rendezvous
+// listener (fd -1): where requests redirected to this process arrive for
+// the sockets it claimed from listeners other processes own.
 struct Listener {
   int fd = -1;
+  bool rendezvous = false;
   rdma::CmListener cm;
+  std::shared_ptr<RendezvousBoard> board;  // TCP listeners: may be null
   UpgradeMatcher matcher{kMatcherCapacity, 0};
-  std::map<uint64_t, rdma::CmEvent> requests;  // waiting requests by handle (their cm id)
+  std::map<uint64_t, HeldRequest> requests;  // waiting requests by handle (their cm id)
   std::map<int, StreamSocket*> sockets;         // accepted sockets waiting for their request (retained)
   std::vector<std::unique_ptr<EarlyUpgrade>> early;  // oldest first
+  // The TCP listener was closed: the rdma_cm side stays until the sockets
+  // it accepted have had their requests (a server that closes its listener
+  // right after accept()), settle_ms() at most (0: open).
+  int64_t closed_ms = 0;
 };
 
 class Engine final : public UpgradeEngine {
@@ -107,18 +157,34 @@ class Engine final : public UpgradeEngine {
         channel_(std::move(channel)),
         wake_fd_(wake_fd),
         settings_(core::config().settings),
-        cache_(kPeerCacheCapacity, uint64_t{settings_.peer_fail_cache_s} * 1000) {}
+        cache_(kPeerCacheCapacity, uint64_t{settings_.peer_fail_cache_s} * 1000),
+        // Keys name listeners across processes: a child's listen key is not
+        // its parent's (the child inherits the parent's keys in its sockets).
+        next_key_((uint64_t{static_cast<uint32_t>(::getpid())} << 32) | 1) {}
 
   void run();
 
   bool start_connect(int fd, StreamSocket* stream, const sockaddr* peer, socklen_t peer_len) override;
   bool peer_failed_recently(const sockaddr* peer, socklen_t peer_len) override;
-  uint64_t listen(int fd) override;
-  void stop_listening(uint64_t key) override;
+  uint64_t listen(int fd, std::shared_ptr<RendezvousBoard> board) override;
+  void stop_listening(uint64_t key, const RendezvousBoard* board) override;
+  void close_listener(std::map<uint64_t, std::unique_ptr<Listener>>::iterator it);
+  void close_lingering(uint16_t port);
+  void adopt_listeners(const std::vector<std::shared_ptr<RendezvousBoard>>& boards) override;
   void on_accepted(uint64_t key, int fd, StreamSocket* stream) override;
+  void claim(int fd, StreamSocket* stream) override;
+  void on_accepted_shared(int fd, StreamSocket* stream) override;
   void on_closed(StreamSocket* stream, bool drain) override;
   // Makes the thread look at its timers and sockets now.
   void wake();
+  // In a child of fork(): drops the child's copies of the engine's fds. The
+  // rdma_cm ids (the listeners among them) live as long as any process
+  // holds their channel open; a listener whose owner exited (daemon()'s
+  // parent) must go, so that the process that goes on can take it over.
+  void close_fds_in_child() {
+    sys::real().close(channel_.fd());
+    sys::real().close(wake_fd_);
+  }
 
  private:
   int upgrade_deadline_ms() const { return static_cast<int>(settings_.upgrade_timeout_ms); }
@@ -128,10 +194,35 @@ class Engine final : public UpgradeEngine {
   int64_t settle_ms() const { return 4 * int64_t{upgrade_deadline_ms()} + 1000; }
   void dispatch(const rdma::CmEvent& event);
   void on_request(Listener& listener, const rdma::CmEvent& event);
+  void add_accepted(Listener& listener, int fd, StreamSocket* stream, const SocketNames& names);
+  // The early upgrade answered for the connection `names` names, or end().
+  std::vector<std::unique_ptr<EarlyUpgrade>>::iterator find_early(Listener& listener, const SocketNames& names);
   void accept_matched(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed,
                       StreamSocket* stream);
-  void reject(Listener& listener, const rdma::CmEvent& request);
-  core::Result<Answered> answer(Listener& listener, const rdma::CmEvent& request, uint64_t nonce);
+  // `port`: kRedirect's, 0 for the other reasons.
+  void reject(Listener& listener, const rdma::CmEvent& request, uint64_t nonce, wire::RejectReason reason,
+              uint16_t port = 0);
+  // Shared listeners: a request whose connection another process claimed
+  // is sent there (a Reject that redirects). True if it was.
+  bool redirect_if_claimed(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed);
+  bool from_connection_peer(const Listener& listener, const rdma::CmEvent& request,
+                            const wire::UpgradeRequest& parsed) const;
+  void redirect_claimed(Listener& listener);
+  // The TCP listener (not a rendezvous one) whose board is `board`.
+  std::map<uint64_t, std::unique_ptr<Listener>>::iterator listener_entry_of(const RendezvousBoard* board);
+  Listener* listener_of(const RendezvousBoard* board);
+  Listener* rendezvous_listener();
+  // Takes over the rdma_cm side of a listener whose owner is gone (a
+  // daemon()'s parent). False while the owner lives or holds the port.
+  bool adopt(const std::shared_ptr<RendezvousBoard>& board);
+  void retry_adoptions();
+  core::Result<bool> connect_locked(StreamSocket* stream, int fd, const sockaddr* local, socklen_t local_len,
+                                    const sockaddr* peer, socklen_t peer_len, std::unique_ptr<StreamChannel> channel);
+  bool follow_redirect(StreamSocket* stream, uint16_t port);
+  // socket_accepted: the socket is ours already, Bound follows ESTABLISHED
+  // (kAcceptFlagBound tells the client so).
+  core::Result<Answered> answer(Listener& listener, const rdma::CmEvent& request, uint64_t nonce,
+                                bool socket_accepted);
   bool has_room_early(Listener& listener);
   void accept_early(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed);
   void bind_early(std::unique_ptr<EarlyUpgrade> early, int fd, StreamSocket* stream);
@@ -142,6 +233,7 @@ class Engine final : public UpgradeEngine {
   static bool switch_in_progress(StreamSocket* stream);
   int next_timeout_ms();
   void track(StreamSocket* stream, int64_t deadline_ms);
+  Tracked* tracked_entry(StreamSocket* stream);
   void untrack(StreamSocket* stream);
   void drop_waiting_socket(StreamSocket* stream);
   std::unique_ptr<StreamChannel> new_channel();
@@ -152,8 +244,25 @@ class Engine final : public UpgradeEngine {
   const core::Settings& settings_;
   std::mutex mu_;
   PeerFailureCache cache_;
-  uint64_t next_key_ = 1;
+  uint64_t next_key_;
   std::map<uint64_t, std::unique_ptr<Listener>> listeners_;
+  uint64_t rendezvous_key_ = 0;  // listeners_ key of the rendezvous listener (0: none yet)
+  struct Adoption {
+    std::shared_ptr<RendezvousBoard> board;
+    int64_t until_ms;
+  };
+  std::vector<Adoption> adoptions_;
+  // Sockets this process accepted from a shared listener it owns, not used
+  // yet (on_accepted_shared). Each holds a reference.
+  struct Unclaimed {
+    StreamSocket* stream;
+    int fd;
+    int64_t since_ms;
+    uint64_t forks;  // fork_generation() at accept
+  };
+  std::vector<Unclaimed> unclaimed_;
+  void claim_locked(int fd, StreamSocket* stream);
+  void claim_unused();
   std::vector<Tracked> tracked_;
   std::vector<Closing> closing_;
 };
@@ -171,7 +280,12 @@ void Engine::wake() {
 
 void Engine::track(StreamSocket* stream, int64_t deadline_ms) {
   stream->retain();
-  tracked_.push_back(Tracked{stream, deadline_ms});
+  tracked_.push_back(Tracked{stream, deadline_ms, 0});
+}
+
+Tracked* Engine::tracked_entry(StreamSocket* stream) {
+  auto it = std::find_if(tracked_.begin(), tracked_.end(), [&](const Tracked& t) { return t.stream == stream; });
+  return it == tracked_.end() ? nullptr : &*it;
 }
 
 void Engine::untrack(StreamSocket* stream) {
@@ -195,38 +309,21 @@ bool Engine::start_connect(int fd, StreamSocket* stream, const sockaddr* peer, s
     stream->fall_back_now(FallbackReason::kLocalError, "getsockname failed");
     return false;
   }
-  core::Result<wire::UpgradeRequest> request =
-      wire::build_upgrade_request(reinterpret_cast<sockaddr*>(&local), local_len, peer, peer_len, stream->nonce());
-  if (!request) {
-    stream->fall_back_now(FallbackReason::kDeclined, "address family not upgradable");
-    return false;
-  }
+  // Registered before the engine's lock is taken: other connections' events
+  // need not wait for it.
   std::unique_ptr<StreamChannel> channel = new_channel();
-  if (!channel) {
-    stream->fall_back_now(FallbackReason::kLocalError, "no resources for a channel");
-    return false;
-  }
-  rdma::CmConnectParams params;
-  std::memcpy(&params.destination, peer, std::min<size_t>(peer_len, sizeof params.destination));
-  params.source = local;
-  params.timeout_ms = upgrade_deadline_ms();
-  wire::encode(request.value(), params.private_data);
-  params.private_data_length = static_cast<uint8_t>(wire::kUpgradeRequestSize);
-  rdma::CmQpSetup setup;
-  setup.device = &device_;
-  setup.existing = &channel->queue_pair();
-
   std::lock_guard<std::mutex> held(mu_);
   std::unique_lock<std::mutex> stream_held = stream->lock();
-  core::Result<rdma::CmConnector> connector = rdma::CmConnector::start(channel_, params, setup);
-  if (!connector) {
+  core::Result<bool> started = connect_locked(stream, fd, reinterpret_cast<sockaddr*>(&local), local_len, peer,
+                                              peer_len, std::move(channel));
+  if (!started) {
     stream_held.unlock();
-    stream->fall_back_now(FallbackReason::kLocalError, "rdma_cm could not start");
+    stream->fall_back_now(started.error() == EAFNOSUPPORT ? FallbackReason::kDeclined : FallbackReason::kLocalError,
+                          started.error() == EAFNOSUPPORT ? "address family not upgradable"
+                          : started.error() == ENOMEM     ? "no resources for a channel"
+                                                          : "rdma_cm could not start");
     return false;
   }
-  stream->set_channel(std::move(channel));
-  stream->connector() = std::move(connector.value());
-  stream->set_fd_hint(fd);
   core::stat_add(core::Stat::upgrade_attempts);
   stream->apply(stream->upgrade().on(UpgradeEvent::kConnectStarted));
   track(stream, 0);
@@ -234,6 +331,63 @@ bool Engine::start_connect(int fd, StreamSocket* stream, const sockaddr* peer, s
   if (stream->connector().outcome() != rdma::CmOutcome::kPending) finish_connect(stream);
   stream_held.unlock();
   wake();
+  return true;
+}
+
+// Sends the request for `fd`'s connection (local -> peer) to `peer`'s
+// address and port with `channel` (null: a fresh one). Under both locks.
+// EAFNOSUPPORT: not an upgradable address; ENOMEM: no channel; EIO:
+// rdma_cm failed.
+core::Result<bool> Engine::connect_locked(StreamSocket* stream, int fd, const sockaddr* local, socklen_t local_len,
+                                          const sockaddr* peer, socklen_t peer_len,
+                                          std::unique_ptr<StreamChannel> channel) {
+  using R = core::Result<bool>;
+  // The request names the TCP connection, whatever port it goes to.
+  sockaddr_storage tcp_peer{};
+  socklen_t tcp_peer_len = sizeof tcp_peer;
+  if (sys::real().getpeername(fd, reinterpret_cast<sockaddr*>(&tcp_peer), &tcp_peer_len) != 0) {
+    std::memcpy(&tcp_peer, peer, std::min<size_t>(peer_len, sizeof tcp_peer));
+    tcp_peer_len = peer_len;
+  }
+  core::Result<wire::UpgradeRequest> request = wire::build_upgrade_request(
+      local, local_len, reinterpret_cast<sockaddr*>(&tcp_peer), tcp_peer_len, stream->nonce());
+  if (!request) return R::fail(EAFNOSUPPORT);
+  if (!channel) channel = new_channel();
+  if (!channel) return R::fail(ENOMEM);
+  rdma::CmConnectParams params;
+  std::memcpy(&params.destination, peer, std::min<size_t>(peer_len, sizeof params.destination));
+  std::memcpy(&params.source, local, std::min<size_t>(local_len, sizeof params.source));
+  params.timeout_ms = upgrade_deadline_ms();
+  wire::encode(request.value(), params.private_data);
+  params.private_data_length = static_cast<uint8_t>(wire::kUpgradeRequestSize);
+  rdma::CmQpSetup setup;
+  setup.device = &device_;
+  setup.existing = &channel->queue_pair();
+  core::Result<rdma::CmConnector> connector = rdma::CmConnector::start(channel_, params, setup);
+  if (!connector) return R::fail(EIO);
+  stream->set_channel(std::move(channel));
+  stream->connector() = std::move(connector.value());
+  stream->set_fd_hint(fd);
+  return R::ok(true);
+}
+
+// The server's listener sent us to `port` of the same address, where the
+// process that serves the connection listens. Under both locks.
+bool Engine::follow_redirect(StreamSocket* stream, uint16_t port) {
+  Tracked* tracked = tracked_entry(stream);
+  if (tracked == nullptr || tracked->redirects >= kMaxRedirects) return false;
+  ++tracked->redirects;
+  int fd = stream->fd_hint();
+  SocketNames names;
+  if (!read_names(fd, &names)) return false;
+  if (names.peer.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&names.peer)->sin_port = htons(port);
+  else if (names.peer.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&names.peer)->sin6_port = htons(port);
+  else return false;
+  if (!connect_locked(stream, fd, names.local_addr(), names.local_len, names.peer_addr(), names.peer_len, nullptr))
+    return false;
+  core::stat_add(core::Stat::upgrade_redirects);
+  VSOCK_LOG(kDebug, "fd %d: upgrade request redirected to port %u", fd, port);
+  if (stream->connector().outcome() != rdma::CmOutcome::kPending) finish_connect(stream);
   return true;
 }
 
@@ -264,10 +418,22 @@ void Engine::finish_connect(StreamSocket* stream) {
         break;
       }
       stream->connection() = connector.take_connection();
+      stream->set_bound_promised((accept.value().flags & wire::kAcceptFlagBound) != 0);
       stream->apply(stream->upgrade().on(UpgradeEvent::kCmEstablished));
       return;
     }
-    case rdma::CmOutcome::kRejected: event = UpgradeEvent::kCmRejected; break;
+    case rdma::CmOutcome::kRejected: {
+      // The server's library says why (or where to ask instead); a reject
+      // without its message is some other rdma_cm application's.
+      core::Result<wire::RejectMessage> why =
+          wire::parse_reject_message(result.private_data.bytes, result.private_data.length);
+      event = UpgradeEvent::kCmRejected;
+      if (why && why.value().nonce == stream->nonce()) {
+        if (why.value().reason == wire::RejectReason::kRedirect && follow_redirect(stream, why.value().port)) return;
+        if (why.value().reason != wire::RejectReason::kPeer) event = UpgradeEvent::kCmRefused;
+      }
+      break;
+    }
     case rdma::CmOutcome::kNoListener: event = UpgradeEvent::kCmNoListener; break;
     case rdma::CmOutcome::kUnreachable: event = UpgradeEvent::kCmUnreachable; break;
     case rdma::CmOutcome::kTimeout: event = UpgradeEvent::kCmTimeout; break;
@@ -290,14 +456,18 @@ void Engine::finish_connect(StreamSocket* stream) {
 
 // ------------------------------------------------------------------ server --
 
-uint64_t Engine::listen(int fd) {
+uint64_t Engine::listen(int fd, std::shared_ptr<RendezvousBoard> board) {
   sockaddr_storage local{};
   socklen_t local_len = sizeof local;
   if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) return 0;
+  if (board) board->set_address(reinterpret_cast<sockaddr*>(&local), local_len);
   std::lock_guard<std::mutex> held(mu_);
   auto listener = std::make_unique<Listener>();
   listener->fd = fd;
+  listener->board = std::move(board);
   listener->matcher = UpgradeMatcher(kMatcherCapacity, uint64_t{settings_.upgrade_timeout_ms} * 4);
+  core::Result<wire::FamilyEndpoint> named = wire::endpoint_from_sockaddr(reinterpret_cast<sockaddr*>(&local), local_len);
+  if (named) close_lingering(named.value().endpoint.port);  // listen() again on a port just closed
   core::Result<rdma::CmListener> cm = rdma::CmListener::create(channel_, reinterpret_cast<sockaddr*>(&local), 128);
   if (!cm) {
     VSOCK_LOG(kInfo, "listener fd %d: no rdma_cm listener (%s): its connections stay on TCP", fd,
@@ -310,31 +480,74 @@ uint64_t Engine::listen(int fd) {
   return key;
 }
 
-void Engine::stop_listening(uint64_t key) {
+void Engine::stop_listening(uint64_t key, const RendezvousBoard* board) {
   std::lock_guard<std::mutex> held(mu_);
   auto it = listeners_.find(key);
+  if (it == listeners_.end() && board != nullptr) it = listener_entry_of(board);
   if (it == listeners_.end()) return;
   Listener& listener = *it->second;
-  for (auto& [handle, request] : listener.requests) reject(listener, request);
+  // Connections still in the backlog are reset by the kernel: their
+  // upgrades end with them (the clients see DISCONNECTED).
+  listener.early.clear();
+  if (listener.matcher.waiting_sockets() > 0 && listener.closed_ms == 0) {
+    listener.closed_ms = core::monotonic_ms();  // lingers for the requests of what it accepted
+    wake();
+    return;
+  }
+  close_listener(it);
+}
+
+// Under the engine's lock.
+void Engine::close_listener(std::map<uint64_t, std::unique_ptr<Listener>>::iterator it) {
+  Listener& listener = *it->second;
+  for (auto& [handle, held_request] : listener.requests)
+    reject(listener, held_request.event, held_request.request.nonce, wire::RejectReason::kConnection);
   listener.requests.clear();
   for (auto& [fd, stream] : listener.sockets) {
     stream->fall_back_now(FallbackReason::kDeclined, "listener closed before the request came");
     stream->release();
   }
   listener.sockets.clear();
-  // Connections still in the backlog are reset by the kernel: their
-  // upgrades end with them (the clients see DISCONNECTED).
   listener.early.clear();
   listeners_.erase(it);
 }
 
-void Engine::reject(Listener& listener, const rdma::CmEvent& request) { listener.cm.reject(request, nullptr, 0); }
+// Closed listeners whose accepted sockets all had their requests, or whose
+// linger is over; with `port`, also those on that port (a new listen()
+// there needs the rdma_cm port). Under the engine's lock.
+void Engine::close_lingering(uint16_t port) {
+  const int64_t now = core::monotonic_ms();
+  for (auto it = listeners_.begin(); it != listeners_.end();) {
+    Listener& listener = *it->second;
+    bool done = listener.closed_ms != 0 &&
+                (listener.matcher.waiting_sockets() == 0 || now - listener.closed_ms >= settle_ms() ||
+                 (port != 0 && listener.cm.port() == port));
+    if (!done) {
+      ++it;
+      continue;
+    }
+    auto next = std::next(it);
+    close_listener(it);
+    it = next;
+  }
+}
+
+// Every reject says why, so that the client remembers only a refusal of
+// the whole peer (protocol.md §1: Reject).
+void Engine::reject(Listener& listener, const rdma::CmEvent& request, uint64_t nonce, wire::RejectReason reason,
+                    uint16_t port) {
+  wire::RejectMessage message;
+  message.nonce = nonce;
+  message.reason = reason;
+  message.port = port;
+  uint8_t bytes[wire::kRejectMessageSize];
+  wire::encode(message, bytes);
+  listener.cm.reject(request, bytes, sizeof bytes);
+}
 
 void Engine::on_accepted(uint64_t key, int fd, StreamSocket* stream) {
-  sockaddr_storage local{}, peer{};
-  socklen_t local_len = sizeof local, peer_len = sizeof peer;
-  bool named = sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) == 0 &&
-               sys::real().getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0;
+  SocketNames names;
+  bool named = read_names(fd, &names);
   std::lock_guard<std::mutex> held(mu_);
   auto it = listeners_.find(key);
   if (!named || it == listeners_.end()) {
@@ -343,18 +556,29 @@ void Engine::on_accepted(uint64_t key, int fd, StreamSocket* stream) {
   }
   Listener& listener = *it->second;
   stream->set_fd_hint(fd);
-  for (auto early = listener.early.begin(); early != listener.early.end(); ++early) {
-    if (!wire::upgrade_request_matches((*early)->request, reinterpret_cast<sockaddr*>(&local), local_len,
-                                       reinterpret_cast<sockaddr*>(&peer), peer_len))
-      continue;
+  auto early = find_early(listener, names);
+  if (early != listener.early.end()) {
     std::unique_ptr<EarlyUpgrade> taken = std::move(*early);
     listener.early.erase(early);
     bind_early(std::move(taken), fd, stream);
     return;
   }
+  add_accepted(listener, fd, stream, names);
+}
+
+std::vector<std::unique_ptr<EarlyUpgrade>>::iterator Engine::find_early(Listener& listener,
+                                                                         const SocketNames& names) {
+  return std::find_if(listener.early.begin(), listener.early.end(), [&](const std::unique_ptr<EarlyUpgrade>& e) {
+    return wire::upgrade_request_matches(e->request, names.local_addr(), names.local_len, names.peer_addr(),
+                                         names.peer_len);
+  });
+}
+
+// The socket waits for its request in `listener`'s matcher, or takes the
+// one that waits there. Under the engine's lock.
+void Engine::add_accepted(Listener& listener, int fd, StreamSocket* stream, const SocketNames& names) {
   core::Result<SocketResult> added =
-      listener.matcher.add_socket(fd, reinterpret_cast<sockaddr*>(&local), local_len,
-                                  reinterpret_cast<sockaddr*>(&peer), peer_len,
+      listener.matcher.add_socket(fd, names.local_addr(), names.local_len, names.peer_addr(), names.peer_len,
                                   static_cast<uint64_t>(core::monotonic_ms()));
   if (!added) {
     stream->fall_back_now(FallbackReason::kDeclined, "unreadable address");
@@ -372,7 +596,9 @@ void Engine::on_accepted(uint64_t key, int fd, StreamSocket* stream) {
   // A socket under a reused fd number replaced one that never matched.
   auto stale = listener.sockets.find(fd);
   if (stale != listener.sockets.end()) {
-    stale->second->fall_back_now(FallbackReason::kDeclined, "closed before its request came");
+    // (The same socket again: it went up for claim at a fork and this
+    // process claimed it back.)
+    if (stale->second != stream) stale->second->fall_back_now(FallbackReason::kDeclined, "closed before its request came");
     stale->second->release();
     listener.sockets.erase(stale);
   }
@@ -387,10 +613,169 @@ void Engine::on_accepted(uint64_t key, int fd, StreamSocket* stream) {
     stream->fall_back_now(FallbackReason::kDeclined, "request vanished");
     return;
   }
-  rdma::CmEvent event = request->second;
+  rdma::CmEvent event = request->second.event;
   listener.requests.erase(request);
   listener.matcher.remove_socket(fd);
   accept_matched(listener, event, result.request, stream);
+}
+
+std::map<uint64_t, std::unique_ptr<Listener>>::iterator Engine::listener_entry_of(const RendezvousBoard* board) {
+  return std::find_if(listeners_.begin(), listeners_.end(),
+                      [&](const auto& entry) { return entry.second->board.get() == board && !entry.second->rendezvous; });
+}
+
+Listener* Engine::listener_of(const RendezvousBoard* board) {
+  auto it = listener_entry_of(board);
+  return it == listeners_.end() ? nullptr : it->second.get();
+}
+
+// This process's rendezvous listener, made on first use: any address, a
+// port of rdma_cm's choosing. Under the engine's lock; null if none can be.
+Listener* Engine::rendezvous_listener() {
+  auto it = listeners_.find(rendezvous_key_);
+  if (rendezvous_key_ != 0 && it != listeners_.end()) return it->second.get();
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  core::Result<rdma::CmListener> cm = rdma::CmListener::create(channel_, reinterpret_cast<sockaddr*>(&any), 128);
+  if (!cm) {
+    VSOCK_LOG(kInfo, "no rendezvous listener (%s): sockets handed to this process stay on TCP",
+              std::strerror(cm.error()));
+    return nullptr;
+  }
+  auto listener = std::make_unique<Listener>();
+  listener->rendezvous = true;
+  listener->cm = std::move(cm.value());
+  listener->matcher = UpgradeMatcher(kMatcherCapacity, uint64_t{settings_.upgrade_timeout_ms} * 4);
+  rendezvous_key_ = next_key_++;
+  Listener* made = listener.get();
+  listeners_[rendezvous_key_] = std::move(listener);
+  VSOCK_LOG(kDebug, "rendezvous listener on port %u", made->cm.port());
+  return made;
+}
+
+void Engine::claim(int fd, StreamSocket* stream) {
+  std::lock_guard<std::mutex> held(mu_);
+  claim_locked(fd, stream);
+}
+
+void Engine::on_accepted_shared(int fd, StreamSocket* stream) {
+  std::lock_guard<std::mutex> held(mu_);
+  Listener* listener = listener_of(stream->rendezvous().get());
+  if (listener == nullptr) return;  // another process's listener
+  // Answered from the backlog before the listener became shared: that
+  // client waits for our Bound, and no other process can give it. This
+  // process serves the socket then (a fork later hands it back to TCP).
+  SocketNames names;
+  if (!listener->early.empty() && read_names(fd, &names)) {
+    auto early = find_early(*listener, names);
+    if (early != listener->early.end() && stream->take_claim()) {
+      std::unique_ptr<EarlyUpgrade> taken = std::move(*early);
+      listener->early.erase(early);
+      stream->set_fd_hint(fd);
+      bind_early(std::move(taken), fd, stream);
+      return;
+    }
+  }
+  stream->retain();
+  unclaimed_.push_back(Unclaimed{stream, fd, core::monotonic_ms(), fork_generation()});
+  wake();
+}
+
+// Under the engine's lock.
+void Engine::claim_unused() {
+  const int64_t now = core::monotonic_ms();
+  for (size_t i = 0; i < unclaimed_.size();) {
+    Unclaimed entry = unclaimed_[i];
+    const bool settled = !entry.stream->awaiting_claim() || entry.stream->kernel_only() ||
+                         entry.forks != fork_generation();  // used, gone, or maybe the other process's now
+    if (!settled && now - entry.since_ms < kClaimWindowMs) {
+      ++i;
+      continue;
+    }
+    unclaimed_.erase(unclaimed_.begin() + static_cast<long>(i));
+    if (!settled && entry.stream->take_claim()) claim_locked(entry.fd, entry.stream);
+    entry.stream->release();
+  }
+}
+
+// Under the engine's lock.
+void Engine::claim_locked(int fd, StreamSocket* stream) {
+  std::shared_ptr<RendezvousBoard> board = stream->rendezvous();
+  SocketNames names;
+  std::optional<ConnectionKey> key;
+  if (board && read_names(fd, &names))
+    key = key_of_accepted(names.local_addr(), names.local_len, names.peer_addr(), names.peer_len);
+  if (!key) {
+    stream->fall_back_now(FallbackReason::kDeclined, "unreadable address");
+    return;
+  }
+  stream->set_fd_hint(fd);
+  VSOCK_LOG(kDebug, "fd %d: claimed for an upgrade in this process (listener owner %u)", fd, board->owner());
+  if (board->owner() != static_cast<uint32_t>(::getpid()) && !process_alive(board->owner())) adopt(board);
+  if (Listener* owner = listener_of(board.get())) {
+    // Ours: as if accept() had handed it over here.
+    add_accepted(*owner, fd, stream, names);
+    return;
+  }
+  Listener* rendezvous = rendezvous_listener();
+  if (rendezvous == nullptr) {
+    stream->fall_back_now(FallbackReason::kLocalError, "no rendezvous listener");
+    return;
+  }
+  // The socket waits in our matcher before the claim is visible, so a
+  // redirected request always finds it here.
+  add_accepted(*rendezvous, fd, stream, names);
+  if (!board->claim(*key, Claim{static_cast<uint32_t>(::getpid()), rendezvous->cm.port()}, core::monotonic_ms(),
+                    settle_ms())) {
+    drop_waiting_socket(stream);
+    stream->fall_back_now(FallbackReason::kLocalError, "the listener's rendezvous board is full");
+    return;
+  }
+  core::stat_add(core::Stat::rendezvous_claims);
+}
+
+void Engine::adopt_listeners(const std::vector<std::shared_ptr<RendezvousBoard>>& boards) {
+  std::lock_guard<std::mutex> held(mu_);
+  const int64_t until = core::monotonic_ms() + kAdoptMs;
+  for (const std::shared_ptr<RendezvousBoard>& board : boards) {
+    if (board->owner() != static_cast<uint32_t>(::getpid())) adoptions_.push_back(Adoption{board, until});
+  }
+  wake();
+}
+
+// Under the engine's lock.
+void Engine::retry_adoptions() {
+  const int64_t now = core::monotonic_ms();
+  for (auto it = adoptions_.begin(); it != adoptions_.end();) {
+    if (adopt(it->board)) {
+      it = adoptions_.erase(it);
+    } else if (now >= it->until_ms) {
+      VSOCK_LOG(kInfo, "the owner of an inherited listener did not go: its connections stay on TCP here");
+      it = adoptions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// Under the engine's lock.
+bool Engine::adopt(const std::shared_ptr<RendezvousBoard>& board) {
+  if (listener_of(board.get()) != nullptr) return true;
+  uint32_t owner = board->owner();
+  if (owner != static_cast<uint32_t>(::getpid()) && process_alive(owner)) return false;
+  sockaddr_storage address{};
+  socklen_t length = board->address(&address);
+  if (length == 0) return false;
+  core::Result<rdma::CmListener> cm = rdma::CmListener::create(channel_, reinterpret_cast<sockaddr*>(&address), 128);
+  if (!cm) return false;  // EADDRINUSE: the old owner's id is not gone yet
+  auto listener = std::make_unique<Listener>();
+  listener->cm = std::move(cm.value());
+  listener->board = board;
+  listener->matcher = UpgradeMatcher(kMatcherCapacity, uint64_t{settings_.upgrade_timeout_ms} * 4);
+  listeners_[next_key_++] = std::move(listener);
+  board->set_owner(static_cast<uint32_t>(::getpid()));
+  VSOCK_LOG(kInfo, "took over the rdma_cm side of a listener from process %u", owner);
+  return true;
 }
 
 void Engine::on_request(Listener& listener, const rdma::CmEvent& event) {
@@ -398,55 +783,122 @@ void Engine::on_request(Listener& listener, const rdma::CmEvent& event) {
       wire::parse_upgrade_request(event.private_data.bytes, event.private_data.length);
   if (!request) {
     VSOCK_LOG(kInfo, "rdma_cm request with malformed private data: rejected");
-    reject(listener, event);
+    reject(listener, event, 0, wire::RejectReason::kPeer);
+    return;
+  }
+  const uint64_t nonce = request.value().nonce;
+  if (!from_connection_peer(listener, event, request.value())) {
+    // Another host naming a connection it is not an end of: it would take
+    // the connection over (its bytes read as the client's).
+    VSOCK_LOG(kInfo, "upgrade request from another address than its connection's client: refused");
+    core::stat_add(core::Stat::upgrade_requests_forged);
+    reject(listener, event, nonce, wire::RejectReason::kConnection);
     return;
   }
   for (const std::unique_ptr<EarlyUpgrade>& early : listener.early) {
     if (same_connection(early->request, request.value())) {
-      reject(listener, event);  // the connection has its upgrade already
+      reject(listener, event, nonce, wire::RejectReason::kConnection);  // the connection has its upgrade already
       return;
     }
   }
+  if (redirect_if_claimed(listener, event, request.value())) return;
   uint64_t handle = reinterpret_cast<uint64_t>(event.id);
+  VSOCK_LOG(kDebug, "upgrade request from port %u on %s listener (%s)", request.value().client.port,
+            listener.rendezvous ? "the rendezvous" : "a TCP",
+            listener.board && listener.board->shared() ? "shared" : "this process only");
   RequestResult result =
       listener.matcher.add_request(request.value(), handle, static_cast<uint64_t>(core::monotonic_ms()));
   if (result.evicted) {
     auto old = listener.requests.find(result.evicted_handle);
     if (old != listener.requests.end()) {
-      reject(listener, old->second);
+      reject(listener, old->second.event, old->second.request.nonce, wire::RejectReason::kConnection);
       listener.requests.erase(old);
     }
   }
   switch (result.verdict) {
     case RequestVerdict::kDuplicate:
-      reject(listener, event);
+      reject(listener, event, nonce, wire::RejectReason::kConnection);
       return;
-    case RequestVerdict::kPending:
+    case RequestVerdict::kPending: {
       // Its connection is still in the kernel's backlog (or the client is
       // faster than accept()): answer now, so that a client blocked in
       // connect() does not wait for an accept() that may only come after
       // connect() returns (one thread doing both, or a slow server).
       // Only for a connection that really waits here: a request naming one
       // that does not exist gets no queue pair (it waits, then is rejected).
-      if (has_room_early(listener) && tcp_connection_exists(request.value())) {
+      // Not when another process may accept it (a shared listener): the
+      // process that serves it claims it, and the request waits for that.
+      const bool shared = listener.rendezvous || (listener.board && listener.board->shared());
+      if (!shared && has_room_early(listener) && tcp_connection_exists(request.value())) {
         listener.matcher.remove_request(handle);
         accept_early(listener, event, request.value());
         return;
       }
-      listener.requests[handle] = event;
+      listener.requests[handle] = HeldRequest{event, request.value()};
+      if (shared) wake();  // the thread now looks at the board for its claim
       return;
+    }
     case RequestVerdict::kMatched: {
       auto waiting = listener.sockets.find(result.fd);
       if (waiting == listener.sockets.end()) {
-        reject(listener, event);
+        reject(listener, event, nonce, wire::RejectReason::kConnection);
         return;
       }
       StreamSocket* stream = waiting->second;
       listener.sockets.erase(waiting);
+      if (stream->awaiting_claim()) {
+        // A fork came first: the process that uses the socket claims it,
+        // and this request waits for that claim (redirect_claimed).
+        listener.matcher.add_request(request.value(), handle, static_cast<uint64_t>(core::monotonic_ms()));
+        listener.requests[handle] = HeldRequest{event, request.value()};
+        stream->release();
+        wake();
+        return;
+      }
       accept_matched(listener, event, request.value(), stream);
       stream->release();  // the waiting table's reference
       return;
     }
+  }
+}
+
+// Whether the request came from the IP address its connection's client has
+// (rdma_cm's source against the TCP 4-tuple the request names, which the
+// matcher compares with the accepted socket's).
+bool Engine::from_connection_peer(const Listener& listener, const rdma::CmEvent& request,
+                                  const wire::UpgradeRequest& parsed) const {
+  sockaddr_storage source{};
+  socklen_t length = listener.cm.source_of(request, &source);
+  core::Result<wire::FamilyEndpoint> from = wire::endpoint_from_sockaddr(reinterpret_cast<sockaddr*>(&source), length);
+  if (!from) return false;
+  wire::FamilyEndpoint client = wire::canonical_endpoint(parsed.family, parsed.client);
+  return from.value().family == client.family &&
+         std::memcmp(from.value().endpoint.ip, client.endpoint.ip, sizeof client.endpoint.ip) == 0;
+}
+
+// Under the engine's lock.
+bool Engine::redirect_if_claimed(Listener& listener, const rdma::CmEvent& request,
+                                 const wire::UpgradeRequest& parsed) {
+  if (listener.rendezvous || !listener.board || !listener.board->shared()) return false;
+  // A claim is only ever written by a rendezvous listener's process (this
+  // one too, if it claimed before it took the listener over): send it there.
+  std::optional<Claim> claim = listener.board->find(key_of_request(parsed), core::monotonic_ms(), settle_ms());
+  if (!claim) return false;
+  reject(listener, request, parsed.nonce, wire::RejectReason::kRedirect, claim->port);
+  VSOCK_LOG(kDebug, "request redirected to process %u, port %u", claim->pid, claim->port);
+  return true;
+}
+
+// Held requests whose connection another process has claimed since they
+// came. Under the engine's lock.
+void Engine::redirect_claimed(Listener& listener) {
+  for (auto it = listener.requests.begin(); it != listener.requests.end();) {
+    if (!redirect_if_claimed(listener, it->second.event, it->second.request)) {
+      ++it;
+      continue;
+    }
+    listener.matcher.remove_request(it->first);
+    it = listener.requests.erase(it);
   }
 }
 
@@ -455,10 +907,10 @@ void Engine::accept_matched(Listener& listener, const rdma::CmEvent& request, co
                             StreamSocket* stream) {
   std::unique_lock<std::mutex> stream_held = stream->lock();
   if (stream->kernel_only()) {
-    reject(listener, request);
+    reject(listener, request, parsed.nonce, wire::RejectReason::kConnection);
     return;
   }
-  core::Result<Answered> answered = answer(listener, request, parsed.nonce);
+  core::Result<Answered> answered = answer(listener, request, parsed.nonce, /*socket_accepted=*/true);
   if (!answered) {
     stream_held.unlock();
     stream->fall_back_now(FallbackReason::kLocalError,
@@ -492,12 +944,13 @@ bool Engine::has_room_early(Listener& listener) {
 // Accepts `request` with a fresh channel whose ring the UpgradeAccept
 // names. Under the engine's lock. On failure the request has been rejected
 // (ENOMEM: no channel could be made; EIO: the queue pair or rdma_accept).
-core::Result<Answered> Engine::answer(Listener& listener, const rdma::CmEvent& request, uint64_t nonce) {
+core::Result<Answered> Engine::answer(Listener& listener, const rdma::CmEvent& request, uint64_t nonce,
+                                      bool socket_accepted) {
   using R = core::Result<Answered>;
   Answered answered;
   answered.channel = new_channel();
   if (!answered.channel) {
-    reject(listener, request);
+    reject(listener, request, nonce, wire::RejectReason::kConnection);
     return R::fail(ENOMEM);
   }
   rdma::CmQpSetup setup;
@@ -512,6 +965,7 @@ core::Result<Answered> Engine::answer(Listener& listener, const rdma::CmEvent& r
   }
   wire::UpgradeAccept accept;
   accept.nonce = nonce;
+  accept.flags = socket_accepted ? wire::kAcceptFlagBound : 0;
   accept.ring = answered.channel->local_ring();
   uint8_t bytes[wire::kUpgradeAcceptSize];
   wire::encode(accept, bytes);
@@ -521,7 +975,7 @@ core::Result<Answered> Engine::answer(Listener& listener, const rdma::CmEvent& r
 
 // Under the engine's lock. The request is answered either way.
 void Engine::accept_early(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed) {
-  core::Result<Answered> answered = answer(listener, request, parsed.nonce);
+  core::Result<Answered> answered = answer(listener, request, parsed.nonce, /*socket_accepted=*/false);
   if (!answered) return;
   auto early = std::make_unique<EarlyUpgrade>();
   early->since_ms = core::monotonic_ms();
@@ -600,14 +1054,18 @@ void Engine::dispatch(const rdma::CmEvent& event) {
 
 void Engine::check_timers() {
   const int64_t now = core::monotonic_ms();
+  retry_adoptions();
+  close_lingering(0);
+  claim_unused();
   for (auto& [key, listener] : listeners_) {
     Expired expired = listener->matcher.expire(static_cast<uint64_t>(now));
     for (uint64_t handle : expired.rejected_handles) {
       auto it = listener->requests.find(handle);
       if (it == listener->requests.end()) continue;
-      reject(*listener, it->second);
+      reject(*listener, it->second.event, it->second.request.nonce, wire::RejectReason::kConnection);
       listener->requests.erase(it);
     }
+    redirect_claimed(*listener);
     for (int fd : expired.tcp_fds) {
       auto it = listener->sockets.find(fd);
       if (it == listener->sockets.end()) continue;
@@ -696,6 +1154,11 @@ int Engine::next_timeout_ms() {
     waiting = waiting || listener->matcher.waiting_requests() > 0 || listener->matcher.waiting_sockets() > 0 ||
               !listener->early.empty();
   if (waiting) soonest = std::min<int64_t>(soonest, now + 50);
+  for (auto& [key, listener] : listeners_)
+    if (!listener->requests.empty() && listener->board && listener->board->shared())
+      soonest = std::min<int64_t>(soonest, now + kBoardPollMs);
+  if (!adoptions_.empty()) soonest = std::min<int64_t>(soonest, now + kAdoptPollMs);
+  for (const Unclaimed& entry : unclaimed_) soonest = std::min(soonest, entry.since_ms + kClaimWindowMs);
   for (const Tracked& tracked : tracked_) {
     if (tracked.deadline_ms != 0) soonest = std::min(soonest, tracked.deadline_ms);
     std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
@@ -749,6 +1212,12 @@ void Engine::drop_waiting_socket(StreamSocket* stream) {
 void Engine::on_closed(StreamSocket* stream, bool drain) {
   std::lock_guard<std::mutex> held(mu_);
   drop_waiting_socket(stream);
+  for (auto it = unclaimed_.begin(); it != unclaimed_.end(); ++it) {
+    if (it->stream != stream) continue;
+    unclaimed_.erase(it);
+    stream->release();
+    break;
+  }
   if (!drain) {
     untrack(stream);
     return;
@@ -769,6 +1238,7 @@ bool g_engine_failed = false;
 // rdma_cm and verbs handles are the parent's).
 void forget_engine_in_child() {
   set_held_data_waker(nullptr, nullptr);
+  if (g_engine != nullptr) g_engine->close_fds_in_child();
   new (&g_engine_lock) std::mutex();
   g_engine = nullptr;
   g_engine_failed = false;
@@ -779,6 +1249,11 @@ __attribute__((constructor)) void install_engine_fork_handler() {
 }
 
 }  // namespace
+
+UpgradeEngine* running_upgrade_engine() {
+  std::lock_guard<std::mutex> held(g_engine_lock);
+  return g_engine;
+}
 
 UpgradeEngine* upgrade_engine() {
   std::lock_guard<std::mutex> held(g_engine_lock);

@@ -23,9 +23,12 @@ UpgradeAction UpgradeState::on(UpgradeEvent event) {
     case UpgradeEvent::kCmEstablished:
       return on_cm_established();
     case UpgradeEvent::kCmRejected:
+    case UpgradeEvent::kCmRefused:
     case UpgradeEvent::kCmNoListener:
       // Only the active side is rejected, and only while it waits.
       if (phase_ != UpgradePhase::kConnecting) return illegal(event);
+      if (event == UpgradeEvent::kCmRefused)
+        return fall_back(FallbackReason::kRefused, "peer refused this connection's upgrade");
       return event == UpgradeEvent::kCmRejected ? fall_back(FallbackReason::kRejected, "peer rejected the upgrade")
                                                 : fall_back(FallbackReason::kNoListener, "no rdma_cm listener");
     case UpgradeEvent::kCmUnreachable:
@@ -204,6 +207,7 @@ const char* event_name(UpgradeEvent event) {
     case UpgradeEvent::kDeclined: return "declined";
     case UpgradeEvent::kCmEstablished: return "cm-established";
     case UpgradeEvent::kCmRejected: return "cm-rejected";
+    case UpgradeEvent::kCmRefused: return "cm-refused";
     case UpgradeEvent::kCmNoListener: return "cm-no-listener";
     case UpgradeEvent::kCmUnreachable: return "cm-unreachable";
     case UpgradeEvent::kCmTimeout: return "cm-timeout";
@@ -230,6 +234,7 @@ const char* fallback_reason_name(FallbackReason reason) {
     case FallbackReason::kLocalError: return "local-error";
     case FallbackReason::kPeerClosed: return "peer-closed";
     case FallbackReason::kTransportError: return "transport-error";
+    case FallbackReason::kRefused: return "refused";
   }
   return "?";
 }

@@ -41,6 +41,10 @@ enum class UpgradeEvent : uint8_t {
   // rdma_cm ended the attempt (CmOutcome). A bad UpgradeAccept (wrong
   // nonce, bad ring) is reported as kCmRejected: protocol.md §1.
   kCmRejected,
+  // The server refused this one connection (a Reject of reason
+  // kConnection: a duplicate, a socket closed or handed off first): the
+  // peer runs libvsock, so it is not remembered.
+  kCmRefused,
   kCmNoListener,
   kCmUnreachable,
   kCmTimeout,
@@ -64,6 +68,7 @@ enum class FallbackReason : uint8_t {
   kLocalError,
   kPeerClosed,      // the TCP connection ended before the upgrade did
   kTransportError,  // the queue pair failed before anything was switched
+  kRefused,         // the server refused this connection only (not remembered)
 };
 
 enum class UpgradeAction : uint8_t {

@@ -32,8 +32,8 @@ def ring(address, rkey, capacity):
     return struct.pack(">QII", address, rkey, capacity)
 
 
-def accept(nonce, address, rkey, capacity):
-    return b"VSK1" + bytes([1, 0, 0, 0]) + struct.pack(">Q", nonce) + ring(address, rkey, capacity)
+def accept(nonce, address, rkey, capacity, flags=0):
+    return b"VSK1" + bytes([1, flags, 0, 0]) + struct.pack(">Q", nonce) + ring(address, rkey, capacity)
 
 
 def switch(nonce, tcp_bytes, address, rkey, capacity):
@@ -46,6 +46,10 @@ def bound(nonce):
 
 def revert(nonce, ring_written, ring_consumed):
     return b"VSKR" + bytes([1, 0, 0, 0]) + struct.pack(">QQQ", nonce, ring_written, ring_consumed)
+
+
+def reject(nonce, reason, port=0):
+    return b"VSKJ" + bytes([1, 0, 0, 0]) + struct.pack(">QBBH", nonce, reason, 0, port)
 
 
 def sockaddr_in(ip, port):  # struct sockaddr_in, host-order family (x86-64)
@@ -110,6 +114,7 @@ SEEDS = {
     "fuzz_upgrade_accept": {
         "accept": accept(0x1122334455667788, 0x7F0012340000, 0xDEADBEEF, 1 << 20),
         "largest_ring": accept(1, 0x7F0000000000, 1, 1 << 31),
+        "bound_follows": accept(5, 0x7F0012340000, 5, 1 << 20, flags=1),
         "top_of_address_space": accept(2, (1 << 64) - 1 - 4096, 2, 4096),
         "padded_rep": accept(3, 0x10000, 3, 65536) + bytes([0xFF]) * 164,  # an IB CM REP: 196 bytes
         "not_power_of_two": accept(4, 0x10000, 4, 3000),
@@ -130,6 +135,14 @@ SEEDS = {
         "nothing_in_rings": revert(5, 0, 0),
         "padded_recv": revert(7, 1 << 20, 12345) + bytes(32),
         "bound_magic": b"VSKB" + revert(1, 2, 3)[4:],
+    },
+    "fuzz_reject_message": {
+        "connection": reject(0x1122334455667788, 1),
+        "peer": reject(5, 2),
+        "redirect": reject(6, 3, 40123),
+        "padded_rej": reject(7, 3, 1) + bytes(128),  # an IB CM REJ: 148 bytes
+        "redirect_without_port": reject(8, 3),
+        "bound_magic": b"VSKB" + reject(1, 1)[4:],
     },
     "fuzz_remote_ring": {
         # Write, credit, write across the end of the ring, credit it all.

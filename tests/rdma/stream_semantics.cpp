@@ -299,6 +299,19 @@ int case_not_started(int fd, const rdma::Device& device, int role) {
   n = live.read(&byte, 0);
   CHECK(n && n.value() == 0);
   CHECK(live.write(static_cast<const iovec*>(nullptr), -1).value() == 0);
+
+  // A peer may not choose how much we register to mirror its ring: one
+  // declared above max_peer_ring (the profiles' largest; a 1 GiB one made
+  // the server pin 1 GiB) is a protocol error, and nothing is registered.
+  rdma::RingDescriptor peer{};
+  auto unstarted = connect_stream_unstarted(fd, device, base_config(), kProgram, &peer);
+  if (!unstarted) return 1;
+  rdma::RingDescriptor huge = peer;
+  huge.capacity = 1u << 30;
+  CHECK(unstarted.value().start(huge).error() == EPROTO);
+  huge.capacity = static_cast<uint32_t>(base_config().max_peer_ring * 2);
+  CHECK(unstarted.value().start(huge).error() == EPROTO);
+  CHECK(unstarted.value().start(peer));  // the peer's real ring: the same channel starts
   return barrier(fd, kSyncTimeoutMs) ? 0 : 1;
 }
 

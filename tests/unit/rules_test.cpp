@@ -117,5 +117,20 @@ TEST(Rules, Ipv6PrefixAndWildcard) {
   EXPECT_EQ(decide(rules, tcp_to(reinterpret_cast<sockaddr*>(&outside)), OffloadMode::kKernel), OffloadMode::kOffload);
 }
 
+TEST(Rules, AppliesByProtocolProgramAndPortOnly) {
+  Rule ssh = rule({"tcp", "kernel", "port=22"});
+  Rule redis = rule({"tcp", "offload", "program=redis-server", "role=server", "port=6379-6380"});
+  Rule lan = rule({"udp", "kernel", "addr=10.0.0.0/8"});
+  EXPECT_TRUE(rule_applies(ssh, Proto::kTcp, "sshd", 22));
+  EXPECT_FALSE(rule_applies(ssh, Proto::kTcp, "sshd", 23));
+  EXPECT_FALSE(rule_applies(ssh, Proto::kUdp, "sshd", 22));
+  EXPECT_TRUE(rule_applies(redis, Proto::kTcp, "redis-server", 6380));
+  EXPECT_FALSE(rule_applies(redis, Proto::kTcp, "redis-cli", 6379));
+  EXPECT_TRUE(rule_applies(lan, Proto::kUdp, "anything", 0));  // no port: every port
+  EXPECT_FALSE(rule_is_conditional(ssh));
+  EXPECT_TRUE(rule_is_conditional(redis));  // role
+  EXPECT_TRUE(rule_is_conditional(lan));    // addr
+}
+
 }  // namespace
 }  // namespace vsock::core

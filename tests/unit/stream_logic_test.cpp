@@ -2,6 +2,8 @@
 // send is signalled and how full the send queue is, how staged bytes are cut
 // into writes, and how iovecs are walked.
 #include <gtest/gtest.h>
+
+#include <string>
 #include <sys/uio.h>
 
 #include <cerrno>
@@ -295,6 +297,52 @@ TEST(IovCursor, EmptyAndHostileArrays) {
   EXPECT_EQ(none.gather(&byte, 1), 0u);
   iovec huge[2] = {{nullptr, SIZE_MAX}, {nullptr, 2}};
   EXPECT_EQ(iov_total(huge, 2), SIZE_MAX);  // saturates instead of wrapping
+}
+
+// --------------------------------------------------------------- IovWindow --
+
+// The bytes a window covers, in order.
+std::string window_bytes(const IovWindow& w) {
+  std::string out;
+  for (int i = 0; i < w.count(); ++i) out.append(static_cast<const char*>(w.data()[i].iov_base), w.data()[i].iov_len);
+  return out;
+}
+
+TEST(IovWindow, WholeArrayIsPassedThrough) {
+  char a[3] = {'a', 'b', 'c'}, b[2] = {'d', 'e'};
+  iovec iov[2] = {{a, 3}, {b, 2}};
+  IovWindow whole(iov, 2, 0, 5);
+  EXPECT_EQ(whole.data(), iov);  // no copy
+  EXPECT_EQ(whole.count(), 2);
+  IovWindow more(iov, 2, 0, 100);
+  EXPECT_EQ(more.data(), iov);
+}
+
+TEST(IovWindow, SkipsAndLimits) {
+  char a[3] = {'a', 'b', 'c'}, b[2] = {'d', 'e'}, c[3] = {'f', 'g', 'h'};
+  iovec iov[4] = {{a, 3}, {nullptr, 0}, {b, 2}, {c, 3}};
+  IovWindow middle(iov, 4, 2, 4);
+  EXPECT_NE(middle.data(), iov);
+  EXPECT_EQ(window_bytes(middle), "cdef");
+  IovWindow tail(iov, 4, 7, 10);
+  EXPECT_EQ(window_bytes(tail), "h");
+  IovWindow none(iov, 4, 8, 10);
+  EXPECT_EQ(none.count(), 0);
+  IovWindow empty(nullptr, 0, 0, 0);
+  EXPECT_EQ(empty.count(), 0);
+}
+
+TEST(IovWindow, ManyPiecesBeyondTheInlineRoom) {
+  constexpr int kCount = IovWindow::kInline * 3;
+  char bytes[kCount];
+  iovec iov[kCount];
+  for (int i = 0; i < kCount; ++i) {
+    bytes[i] = static_cast<char>('A' + i);
+    iov[i] = iovec{&bytes[i], 1};
+  }
+  IovWindow cut(iov, kCount, 1, kCount - 2);  // all but the first and the last
+  ASSERT_EQ(cut.count(), kCount - 2);
+  EXPECT_EQ(window_bytes(cut), std::string(bytes + 1, kCount - 2));
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ constexpr E kAllEvents[] = {
     E::kConnectStarted, E::kRequestAccepted, E::kDeclined,   E::kCmEstablished,  E::kCmRejected,
     E::kCmNoListener,   E::kCmUnreachable,   E::kCmTimeout,  E::kCmError,        E::kSwitchSent,
     E::kSwitchReceived, E::kTcpEof,          E::kTcpReset,   E::kTransportError, E::kProtocolError,
-    E::kBoundReceived,
+    E::kBoundReceived,  E::kCmRefused,
 };
 
 // A reachable state: the events that lead there from kKernel.
@@ -83,6 +83,7 @@ const std::vector<Rule>& rules() {
         {"client-kernel", E::kTcpReset, fallback(R::kPeerClosed)},
         {"client-connecting", E::kCmEstablished, stay(P::kEstablished)},  // switches on Bound
         {"client-connecting", E::kCmRejected, fallback(R::kRejected)},
+        {"client-connecting", E::kCmRefused, fallback(R::kRefused)},
         {"client-connecting", E::kCmNoListener, fallback(R::kNoListener)},
         {"client-connecting", E::kCmUnreachable, fallback(R::kUnreachable)},
         {"client-connecting", E::kCmTimeout, fallback(R::kTimeout)},
@@ -289,6 +290,7 @@ TEST(UpgradeState, WhichFallbacksAreRemembered) {
   EXPECT_FALSE(UpgradeState::remember_peer(R::kLocalError));
   EXPECT_FALSE(UpgradeState::remember_peer(R::kPeerClosed));
   EXPECT_FALSE(UpgradeState::remember_peer(R::kTransportError));
+  EXPECT_FALSE(UpgradeState::remember_peer(R::kRefused));
 }
 
 TEST(UpgradeState, NamesAreDistinct) {

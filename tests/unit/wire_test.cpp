@@ -399,7 +399,8 @@ TEST(UpgradeAccept, RejectsShortInputMagicVersionReserved) {
   for (size_t len = 0; len < kUpgradeAcceptSize; ++len)
     EXPECT_EQ(parse_upgrade_accept(good.data(), len).error(), EPROTO) << len;
   EXPECT_EQ(parse_upgrade_accept(nullptr, 64).error(), EPROTO);
-  for (size_t i = 0; i < 8; ++i) {  // magic, version, reserved
+  for (size_t i = 0; i < 8; ++i) {  // magic, version, reserved (byte 5 is the flags)
+    if (i == 5) continue;
     Bytes bad = good;
     bad[i] ^= 0x01;
     EXPECT_EQ(accept_error(bad), EPROTO) << i;
@@ -407,6 +408,19 @@ TEST(UpgradeAccept, RejectsShortInputMagicVersionReserved) {
   Bytes switch_magic = good;
   switch_magic[3] = 'S';
   EXPECT_EQ(accept_error(switch_magic), EPROTO);
+}
+
+TEST(UpgradeAccept, CarriesItsFlagsAndKeepsUnknownBits) {
+  for (uint8_t flags : {uint8_t{0}, kAcceptFlagBound, uint8_t{0x81}}) {
+    UpgradeAccept accept = sample_accept();
+    accept.flags = flags;
+    Bytes bytes = encoded(accept);
+    EXPECT_EQ(bytes[5], flags);
+    core::Result<UpgradeAccept> parsed = parse_upgrade_accept(bytes.data(), bytes.size());
+    ASSERT_TRUE(parsed);
+    EXPECT_EQ(parsed.value().flags, flags);
+    EXPECT_TRUE(parsed.value() == accept);
+  }
 }
 
 // The ring rules are rdma::RemoteRing::create's; both messages share them.

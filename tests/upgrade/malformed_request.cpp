@@ -10,6 +10,13 @@
 // (default 3000); none may be accepted. The caller then checks that the
 // server is alive and still serves TCP clients (run_malformed.sh).
 //
+// malformed_request ADDR PORT BOUND_MS --forge CLIENT_PORT SOURCE_IP
+//
+// One well-formed request naming the live TCP connection ADDR:CLIENT_PORT ->
+// ADDR:PORT (its 4-tuple, as `ss` shows it), sent from SOURCE_IP, another
+// address of this host: another host trying to take the connection over.
+// It must not be accepted (run_forged.sh checks the connection goes on).
+//
 // Links librdmacm directly and writes the request bytes by hand from the
 // protocol document. Exit 0 pass, 1 fail, 77 no device / no rdma_cm route.
 #include <arpa/inet.h>
@@ -105,7 +112,7 @@ bool expect_event(rdma_event_channel* channel, rdma_cm_event_type want, int ms, 
 enum class Outcome { kRejected, kUnreachable, kNoAnswer, kAccepted, kSetupFailed };
 
 // Resolves, creates a QP and connects with the case's private data; cleans up.
-Outcome try_case(const Case& c, const sockaddr_in& dst, int bound_ms, std::string* detail) {
+Outcome try_case(const Case& c, const sockaddr_in& dst, const sockaddr_in* src, int bound_ms, std::string* detail) {
   rdma_event_channel* channel = rdma_create_event_channel();
   if (!channel) return Outcome::kSetupFailed;
   fcntl(channel->fd, F_SETFL, fcntl(channel->fd, F_GETFL) | O_NONBLOCK);
@@ -115,7 +122,8 @@ Outcome try_case(const Case& c, const sockaddr_in& dst, int bound_ms, std::strin
   Outcome outcome = Outcome::kSetupFailed;
   sockaddr_in to = dst;
   if (rdma_create_id(channel, &id, nullptr, RDMA_PS_TCP) != 0) goto out;
-  if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&to), 2000) != 0 ||
+  if (rdma_resolve_addr(id, reinterpret_cast<sockaddr*>(const_cast<sockaddr_in*>(src)), reinterpret_cast<sockaddr*>(&to),
+                        2000) != 0 ||
       !expect_event(channel, RDMA_CM_EVENT_ADDR_RESOLVED, 5000, "resolve address"))
     goto out;
   if (rdma_resolve_route(id, 2000) != 0 || !expect_event(channel, RDMA_CM_EVENT_ROUTE_RESOLVED, 5000, "resolve route"))
@@ -195,11 +203,27 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int bound_ms = argc > 3 ? atoi(argv[3]) : 3000;
+  std::vector<Case> cases;
+  sockaddr_in source{};
+  const sockaddr_in* from = nullptr;
+  if (argc == 7 && strcmp(argv[4], "--forge") == 0) {
+    source.sin_family = AF_INET;
+    if (inet_pton(AF_INET, argv[6], &source.sin_addr) != 1) {
+      fprintf(stderr, "bad source address %s\n", argv[6]);
+      return 2;
+    }
+    from = &source;
+    const uint16_t victim_port = static_cast<uint16_t>(atoi(argv[5]));
+    cases.push_back({std::string("forged, for the live connection from port ") + argv[5],
+                     well_formed(dst.sin_addr, victim_port, dst.sin_addr, ntohs(dst.sin_port))});
+  } else {
+    cases = hostile_cases(dst.sin_addr, ntohs(dst.sin_port));
+  }
   int failures = 0, tried = 0;
-  for (const Case& c : hostile_cases(dst.sin_addr, ntohs(dst.sin_port))) {
+  for (const Case& c : cases) {
     std::string detail;
     auto start = std::chrono::steady_clock::now();
-    Outcome o = try_case(c, dst, bound_ms, &detail);
+    Outcome o = try_case(c, dst, from, bound_ms, &detail);
     long ms = static_cast<long>(
         std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count());
     printf("%-40s %zu bytes: %s%s%s (%ld ms)\n", c.name.c_str(), c.data.size(), outcome_name(o),

@@ -13,6 +13,9 @@ inline constexpr uint32_t kSwitchMagic = 0x56534B53;
 inline constexpr uint32_t kBoundMagic = 0x56534B42;
 // "VSKR": Revert, a side's last SEND: it goes back to TCP (fork, SCM_RIGHTS).
 inline constexpr uint32_t kRevertMagic = 0x56534B52;
+// "VSKJ": Reject, the private data of the server library's rdma_reject:
+// why, or where to ask again (the rendezvous's redirect).
+inline constexpr uint32_t kRejectMagic = 0x56534B4A;
 // The only version this code speaks. A peer of another version is refused
 // (and stays on TCP) rather than half-understood.
 inline constexpr uint8_t kProtocolVersion = 1;

@@ -1,0 +1,69 @@
+#include "sock/upgrade/listener_boards.hpp"
+
+#include <pthread.h>
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <new>
+
+namespace vsock::sock {
+namespace {
+
+std::mutex g_lock;
+std::atomic<uint64_t> g_forks{0};
+// Never destroyed: listeners may be closed by static destructors at exit.
+auto* g_boards = new std::map<const SocketState*, std::shared_ptr<RendezvousBoard>>();
+
+void mark_all_shared() {
+  for (auto& [state, board] : *g_boards) board->mark_shared();
+}
+
+// The fork copies the map under the lock; both processes now share every
+// board's listener.
+void before_fork() { g_lock.lock(); }
+void in_parent() {
+  g_forks.fetch_add(1);
+  mark_all_shared();
+  g_lock.unlock();
+}
+void in_child() {
+  new (&g_lock) std::mutex();  // the parent's other threads are gone
+  g_forks.fetch_add(1);
+  mark_all_shared();
+}
+
+__attribute__((constructor)) void install_fork_handlers() { pthread_atfork(before_fork, in_parent, in_child); }
+
+}  // namespace
+
+void remember_listener_board(const SocketState* listener, std::shared_ptr<RendezvousBoard> board) {
+  std::lock_guard<std::mutex> held(g_lock);
+  (*g_boards)[listener] = std::move(board);
+}
+
+std::shared_ptr<RendezvousBoard> listener_board(const SocketState* listener) {
+  std::lock_guard<std::mutex> held(g_lock);
+  auto it = g_boards->find(listener);
+  return it == g_boards->end() ? nullptr : it->second;
+}
+
+void forget_listener_board(const SocketState* listener) {
+  std::lock_guard<std::mutex> held(g_lock);
+  g_boards->erase(listener);
+}
+
+}  // namespace vsock::sock
+
+namespace vsock::sock {
+
+uint64_t fork_generation() { return g_forks.load(); }
+
+std::vector<std::shared_ptr<RendezvousBoard>> all_listener_boards() {
+  std::lock_guard<std::mutex> held(g_lock);
+  std::vector<std::shared_ptr<RendezvousBoard>> boards;
+  for (auto& [state, board] : *g_boards) boards.push_back(board);
+  return boards;
+}
+
+}  // namespace vsock::sock

@@ -1,0 +1,24 @@
+// The rendezvous boards of this process's listening sockets (one per
+// listen(), src/sock/upgrade/rendezvous_board.hpp), found by the socket's
+// SocketState, so that accept() in any process that inherited the
+// listener knows where to claim. A fork marks every board shared: from
+// then on another process may accept from it.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "sock/socket_state.hpp"
+#include "sock/upgrade/rendezvous_board.hpp"
+
+namespace vsock::sock {
+
+void remember_listener_board(const SocketState* listener, std::shared_ptr<RendezvousBoard> board);
+std::shared_ptr<RendezvousBoard> listener_board(const SocketState* listener);
+void forget_listener_board(const SocketState* listener);
+// Bumped by every fork() (in both processes): a socket accepted before
+// the latest fork may be served by the other process.
+uint64_t fork_generation();
+// Every board this process knows (its listening sockets').
+std::vector<std::shared_ptr<RendezvousBoard>> all_listener_boards();
+
+}  // namespace vsock::sock

@@ -1,0 +1,86 @@
+#!/bin/bash
+# run_server_shapes.sh SERVER_SHAPES PRELOAD [SHAPE...]
+#
+# The server shapes of issue 10 (tests/upgrade/server_shapes.c: pre-fork
+# workers, the same with an accept lock, daemon() after listen(), a fork
+# per connection, a listener closed after each accept, threads sharing a
+# listener), each first without the library (the kernel's time per
+# connection), then with both ends preloaded. Each connection echoes
+# VSOCK_SHAPES_BYTES (default 1 MiB), checked byte for byte, over
+# VSOCK_SHAPES_CONNS (default 20) sequential connections. Preloaded, the
+# client's counters must show every connection upgraded and at least 90 %
+# of its bytes over RDMA, and the device's packet counter must have grown.
+source "$(dirname "$0")/upgrade_test_lib.sh"
+[ $# -ge 2 ] || { echo "usage: $0 SERVER_SHAPES PRELOAD [SHAPE...]"; exit 2; }
+bin=$(ut_abs "$1") preload=$(ut_abs "$2")
+shift 2
+shapes=("$@")
+[ ${#shapes[@]} -gt 0 ] || shapes=(prefork prefork-lock daemon fork-per-conn listen-once threads)
+addr=$(ut_address)
+conns=${VSOCK_SHAPES_CONNS:-20}
+bytes=${VSOCK_SHAPES_BYTES:-1048576}
+work=$(mktemp -d /tmp/vsock-shapes.XXXXXX) || exit 2
+cd /tmp
+server_pid=""
+cleanup() {
+  [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+rxe_sent() {
+  local f=/sys/class/infiniband/${RXE_VM_DEV:-rxe0}/ports/1/hw_counters/sent_pkts
+  [ -r "$f" ] && cat "$f" || echo 0
+}
+
+# run_shape SHAPE PRELOADED: server and client, checked; prints MEASURED.
+run_shape() {
+  local shape=$1 preloaded=$2 lib="" label=kernel
+  [ "$preloaded" = 1 ] && lib=$preload && label=libvsock
+  local tag=$shape-$label portfile=$work/$shape-$label.port
+  rm -f "$portfile"
+  env -u LD_PRELOAD ${lib:+LD_PRELOAD=$lib} VSOCK_STATS=1 VSOCK_LOG_FILE="$work/$tag.server.stats" \
+    "$bin" server "$shape" "$addr" "$portfile" 4 >"$work/$tag.server.out" 2>&1 &
+  local launcher=$!
+  local sent0
+  sent0=$(rxe_sent)
+  timeout 300 env -u LD_PRELOAD ${lib:+LD_PRELOAD=$lib} VSOCK_STATS=1 VSOCK_LOG_FILE="$work/$tag.client.stats" \
+    "$bin" client "$addr" "$portfile" "$conns" "$bytes" >"$work/$tag.client.out" 2>&1
+  local rc=$? sent1
+  sent1=$(rxe_sent)
+  # The pid in the port file is the serving process (daemon(): the child).
+  server_pid=$(awk '{print $2}' "$portfile" 2>/dev/null)
+  [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null
+  ut_wait_pid "$launcher" 20 >/dev/null 2>&1
+  for _ in $(seq 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+  server_pid=""
+  local measured
+  measured=$(grep MEASURED "$work/$tag.client.out")
+  if [ $rc != 0 ]; then
+    echo "---- $tag client ----"; tail -n 20 "$work/$tag.client.out"
+    echo "---- $tag server ----"; tail -n 20 "$work/$tag.server.out"
+    ut_fail "$shape ($label): client exit $rc"
+  fi
+  if [ "$preloaded" = 0 ]; then
+    echo "MEASURED shape=$shape path=kernel ${measured#MEASURED }"
+    return
+  fi
+  local done_ rdma tcp
+  done_=$(ut_stat "$work/$tag.client.stats" upgrades_done)
+  rdma=$(ut_stat "$work/$tag.client.stats" rdma_bytes_sent)
+  tcp=$(ut_stat "$work/$tag.client.stats" tcp_bytes_sent)
+  echo "MEASURED shape=$shape path=libvsock ${measured#MEASURED } upgraded=${done_:-0}/$conns" \
+    "rdma_bytes_sent=${rdma:-0} tcp_bytes_sent=${tcp:-0} rxe_sent_pkts=$((sent1 - sent0))"
+  echo "  client: $(ut_stats_summary "$work/$tag.client.stats") upgrade_redirects=$(ut_stat "$work/$tag.client.stats" upgrade_redirects) fallback_refused=$(ut_stat "$work/$tag.client.stats" fallback_refused)"
+  echo "  server: $(ut_stats "$work/$tag.server.stats" upgrades_done rendezvous_claims fallback_declined fallback_timeout)"
+  [ "${done_:-0}" -eq "$conns" ] || ut_fail "$shape: ${done_:-0} of $conns connections upgraded"
+  [ $((${rdma:-0} * 10)) -ge $(((${rdma:-0} + ${tcp:-0}) * 9)) ] || ut_fail "$shape: under 90 % of the bytes over RDMA"
+  [ $((sent1 - sent0)) -gt 0 ] || ut_fail "$shape: the device sent no packets"
+}
+
+echo "server shapes on $addr: $conns connections x $bytes bytes echoed each"
+for shape in "${shapes[@]}"; do
+  run_shape "$shape" 0
+  run_shape "$shape" 1
+done
+echo "PASS: every shape upgraded every connection"
