@@ -217,6 +217,15 @@ bool StreamSocket::peer_never_switched() const {
   return upgrade_.committed() && !reader_.switch_known();
 }
 
+bool StreamSocket::peer_closed_ring() const {
+  return channel_ && channel_->error() != 0 && channel_->peer_finished() && writer_.switched() && !peer_reverted_ &&
+         !revert_posted_ && error_ == 0 && !kernel_only();
+}
+
+bool StreamSocket::writes_to_kernel() const {
+  return kernel_only() || writer_.tcp_allowed() || (!write_shut_ && peer_closed_ring());
+}
+
 void StreamSocket::advance() {
   if (!channel_ || kernel_only()) return;
   if (channel_->has_message()) take_peer_messages();
@@ -461,7 +470,7 @@ int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
   int n = 0;
   short tcp_events = 0;
   if ((events & POLLIN) && !reader_.on_ring()) tcp_events |= POLLIN;
-  if ((events & POLLOUT) && writer_.tcp_allowed()) tcp_events |= POLLOUT;
+  if ((events & POLLOUT) && writes_to_kernel()) tcp_events |= POLLOUT;
   if (events & POLLPRI) tcp_events |= POLLPRI;  // urgent data is TCP's
   if (tcp_events != 0 || kernel_only()) out[n++] = pollfd{fd, static_cast<short>(tcp_events | POLLRDHUP), 0};
   bool pending = false;
@@ -489,7 +498,7 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
   pollfd fds[2];
   int n = 0;
   bool tcp_wanted = what == WaitFor::kRead ? (!reader_.on_ring() && !reader_.tcp_ended()) || kernel_only()
-                                           : writer_.tcp_allowed() || kernel_only();
+                                           : writes_to_kernel();
   if (tcp_wanted) fds[n++] = pollfd{fd, static_cast<short>(what == WaitFor::kRead ? POLLIN : POLLOUT), 0};
   int channel_index = -1;
   StreamChannel* channel = kernel_only() ? nullptr : channel_.get();

@@ -151,6 +151,13 @@ class StreamSocket {
   void advance();
   // Our direction is on the ring, the peer's still all on TCP.
   bool peer_never_switched() const;
+  // The peer closed (its FIN came on the ring) and its side of the queue
+  // pair is gone since: writes go to the kernel socket, which answers them
+  // as it answers a write to a closed peer (accepted, then the peer's RST
+  // makes the next one EPIPE).
+  bool peer_closed_ring() const;
+  // Whether send() goes to the kernel socket now.
+  bool writes_to_kernel() const;
   // Polls the channel, then advance(): what a call on the socket does first.
   void progress_locked();
   // rdma_cm said the connection ended (DISCONNECTED) or failed.

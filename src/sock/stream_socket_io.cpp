@@ -43,13 +43,13 @@ core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count
     flush_resend_locked();
     if (resend_pending()) return R::fail(resend_shut_wr_ ? EPIPE : EAGAIN);
   }
-  if (writer_.tcp_allowed() || kernel_only()) {
+  if (writes_to_kernel()) {
     msghdr message{};
     message.msg_iov = const_cast<iovec*>(iov);
     message.msg_iovlen = static_cast<size_t>(count);
     ssize_t n = sys::real().sendmsg(fd, &message, flags | MSG_DONTWAIT);
     if (n < 0) return R::fail(errno);
-    if (!kernel_only()) writer_.on_tcp_written(static_cast<uint64_t>(n));
+    if (!kernel_only() && writer_.tcp_allowed()) writer_.on_tcp_written(static_cast<uint64_t>(n));
     core::stat_transfer(core::Stat::tcp_bytes_sent, core::Stat::tcp_sends, static_cast<uint64_t>(n));
     return R::ok(static_cast<size_t>(n));
   }
@@ -144,7 +144,7 @@ core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int
     }
     if (done > 0) return R::ok(done);
     // The TCP path raised SIGPIPE itself (flags went to the kernel).
-    if (error == EPIPE && !(flags & MSG_NOSIGNAL) && !writer_.tcp_allowed()) raise_sigpipe();
+    if (error == EPIPE && !(flags & MSG_NOSIGNAL) && !writes_to_kernel()) raise_sigpipe();
     return R::fail(error);
   }
 }
@@ -370,7 +370,7 @@ short StreamSocket::poll_events(int fd, short events) {
   if (channel_ && !kernel_only()) channel_->drain_events();
   progress_locked();
   pollfd kernel{fd, static_cast<short>(POLLIN | POLLOUT | POLLRDHUP | POLLPRI), 0};
-  bool need_kernel = kernel_only() || !reader_.on_ring() || writer_.tcp_allowed() || (events & POLLPRI);
+  bool need_kernel = kernel_only() || !reader_.on_ring() || writes_to_kernel() || (events & POLLPRI);
   if (need_kernel && sys::real().poll(&kernel, 1, 0) < 0) kernel.revents = POLLERR;
   if (kernel_only()) return static_cast<short>(kernel.revents & (events | POLLERR | POLLHUP | POLLNVAL));
   short ready = static_cast<short>(kernel.revents & POLLPRI);  // urgent data is TCP's (send_urgent)
@@ -398,9 +398,11 @@ short StreamSocket::poll_events(int fd, short events) {
   }
   if (read_shut_) ready |= POLLIN | POLLRDHUP;  // as the kernel after our own SHUT_RD
   if (peer_done) ready |= POLLIN | POLLRDHUP;
-  if (writer_.tcp_allowed() ? (kernel.revents & POLLOUT) != 0 && !resend_pending()
-                            : (channel_ && channel_->writable()))
+  if (writes_to_kernel() ? (kernel.revents & POLLOUT) != 0 && !resend_pending()
+                         : (channel_ && channel_->writable()))
     ready |= POLLOUT;
+  // Writing to a peer that closed: its RST is the kernel socket's news.
+  if (peer_closed_ring()) ready |= static_cast<short>(kernel.revents & (POLLERR | POLLHUP));
   // POLLHUP once both directions are shut, the reading one by the peer's
   // FIN or by our own SHUT_RD (the kernel's sk_shutdown == SHUTDOWN_MASK).
   if ((peer_done || read_shut_) && write_shut_) ready |= POLLHUP;

@@ -2,6 +2,7 @@
  * FIN, sticky EOF, EPIPE after our own SHUT_WR, revents of half-closed
  * sockets, and the reset that follows writing to / closing on a dead peer. */
 #include "common.h"
+#include "warm_up.h"
 
 #include <poll.h>
 #include <string.h>
@@ -92,6 +93,25 @@ static void write_to_closed_peer(void) {
   close(server);
 }
 
+/* The same once the peer's end is long gone (over RDMA: its queue pair
+ * too), not just closed a moment ago. */
+static void write_to_long_closed_peer(void) {
+  int client, server;
+  ct_tcp_pair_warm(&client, &server);
+  char buf[16];
+  CT_RC("client close", close(client), 0);
+  ct_wait_readable(server);
+  CT_RC("server recv at EOF", recv(server, buf, sizeof buf, 0), 0);
+  ct_sleep_ms(300);
+  show_poll("server 300 ms after the peer's close", server);
+  CT_RC("server send to a peer gone for 300 ms is accepted", send(server, "x", 1, 0), 1);
+  wait_for(server, POLLERR);
+  show_poll("server after the peer's reset", server);
+  CT_ERR("server send after reset", send(server, "y", 1, 0), EPIPE);
+  CT_RC("server recv after reset", recv(server, buf, sizeof buf, 0), 0);
+  close(server);
+}
+
 static void close_with_unread_data(void) {
   int client, server;
   ct_tcp_pair(&client, &server);
@@ -113,6 +133,7 @@ int main(void) {
   half_close_read();
   close_both();
   write_to_closed_peer();
+  write_to_long_closed_peer();
   close_with_unread_data();
   return 0;
 }
