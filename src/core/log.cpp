@@ -8,6 +8,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 
 namespace vsock::core {
 namespace {
@@ -65,6 +66,14 @@ void log_message(LogLevel level, const char* format, ...) {
   char line[1024];
   int head = std::snprintf(line, sizeof line, "libvsock[%ld]: %s: ", static_cast<long>(::syscall(SYS_getpid)),
                            log_level_name(level));
+  if (level >= LogLevel::kDebug) {
+    // Debug lines carry the monotonic clock (s.ms): they are read to see
+    // what took how long, across processes.
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    head += std::snprintf(line + head, sizeof line - head, "[%ld.%03ld] ", static_cast<long>(now.tv_sec),
+                          now.tv_nsec / 1000000);
+  }
   va_list args;
   va_start(args, format);
   int body = std::vsnprintf(line + head, sizeof line - head - 1, format, args);
