@@ -9,6 +9,7 @@ packages=(
   qemu-system-x86 busybox-static iproute2 kmod xz-utils util-linux ibverbs-utils librdmacm1
   # real programs and peers for tests and benchmarks
   redis-server redis-tools iperf3 sockperf memcached libmemcached-tools python3 nodejs perftest rdmacm-utils
+  apache2 apache2-utils openbsd-inetd
   # tools the tests use
   binutils perl strace clang libclang-rt-14-dev
   # the Debian package and its man pages (tests/package/)
@@ -30,6 +31,6 @@ if ! $sudo apt-get install -y --no-install-recommends "${missing[@]}" >"$log" 2>
     { tail -20 "$log" >&2; echo "install-deps: apt-get failed (log: $log)" >&2; exit 1; }
 fi
 # Debian starts these services on install; the tests start their own.
-for svc in redis-server memcached; do
+for svc in redis-server memcached apache2 openbsd-inetd; do
   command -v service >/dev/null && $sudo service "$svc" stop >/dev/null 2>&1 || true
 done

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <utility>
 
+#include "core/log.hpp"
+
 namespace vsock::rdma {
 
 core::Result<CmListener> CmListener::create(CmEventChannel& channel, const sockaddr* address, int backlog) {
@@ -76,7 +78,15 @@ Status CmListener::reject(const CmEvent& request, const void* private_data, uint
     return Status::fail(report_error(EINVAL, "CmListener::reject: %u bytes of private data (at most %zu)", length,
                                      kCmMaxRejectPrivateData));
   }
-  if (rdma_reject(id.get(), private_data, length) != 0) return Status::fail(report_error(errno, "rdma_reject"));
+  if (rdma_reject(id.get(), private_data, length) != 0) {
+    // EINVAL: the CM no longer holds the request (its client gave up or
+    // went, which is why a held request is answered late): nothing to do.
+    if (errno == EINVAL) {
+      VSOCK_LOG(kDebug, "rdma: rdma_reject: the request is gone (its client gave up)");
+      return Status::fail(EINVAL);
+    }
+    return Status::fail(report_error(errno, "rdma_reject"));
+  }
   return ok_status();
 }
 

@@ -74,7 +74,11 @@ void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t pe
   copy_kernel_options(fd, stream);
   if (!engine->start_connect(fd, stream, peer, peer_len)) return;
   // Wait a little longer than the connector's own bound, which ends it.
-  if (blocking_done) stream->wait_settled(static_cast<int>(core::config().settings.upgrade_timeout_ms) + 100);
+  const int bound = static_cast<int>(core::config().settings.upgrade_timeout_ms) + 100;
+  if (blocking_done)
+    stream->wait_settled(bound);
+  else
+    stream->hold_writes_until_settled(bound);
 }
 
 void on_listening(int fd, SocketState* state) {

@@ -348,14 +348,41 @@ bool StreamSocket::switch_may_come() const {
   }
 }
 
+bool StreamSocket::upgrade_settled() const {
+  if (kernel_only() || asked_for_first_write_) return true;
+  if (upgrade_.phase() == UpgradePhase::kConnecting) return false;
+  // The side-band thread takes the promised Bound and sends our Switch.
+  return !bound_promised_ || upgrade_.phase() != UpgradePhase::kEstablished || upgrade_.switch_sent();
+}
+
 void StreamSocket::wait_settled(int timeout_ms) {
   std::unique_lock<std::mutex> held = lock_call();
-  settled_.wait_for(held, std::chrono::milliseconds(timeout_ms), [this] {
-    if (kernel_only()) return true;
-    if (upgrade_.phase() == UpgradePhase::kConnecting) return false;
-    // The side-band thread takes the promised Bound and sends our Switch.
-    return !bound_promised_ || upgrade_.phase() != UpgradePhase::kEstablished || upgrade_.switch_sent();
-  });
+  settled_.wait_for(held, std::chrono::milliseconds(timeout_ms), [this] { return upgrade_settled(); });
+}
+
+void StreamSocket::await_first_write_locked() {
+  awaiting_first_write_ = true;
+  asked_for_first_write_ = true;
+  notify();
+}
+
+void StreamSocket::hold_writes_until_settled(int timeout_ms) {
+  std::unique_lock<std::mutex> held = lock_call();
+  if (upgrade_settled()) return;
+  write_hold_until_ms_ = core::monotonic_ms() + timeout_ms;
+}
+
+bool StreamSocket::writes_held(int fd) {
+  if (write_hold_until_ms_ == 0) return false;
+  if (!upgrade_settled() && core::monotonic_ms() < write_hold_until_ms_) {
+    // A kernel connect that failed (refused, unreachable) is no upgrade
+    // to wait for: its error is the kernel's to report, with POLLOUT.
+    pollfd kernel{fd, 0, 0};
+    if (fd < 0 || sys::real().poll(&kernel, 1, 0) <= 0 || (kernel.revents & (POLLERR | POLLHUP)) == 0) return true;
+  }
+  write_hold_until_ms_ = 0;
+  write_hold_released_ = true;  // a new POLLOUT edge (activity())
+  return false;
 }
 
 // --------------------------------------------------------------- closing --
@@ -458,7 +485,8 @@ uint64_t StreamSocket::activity() {
   std::unique_lock<std::mutex> held = lock_call();
   // Our own shutdown changes readiness too (POLLIN|POLLRDHUP after SHUT_RD,
   // POLLHUP once both directions are shut), as the kernel's wake-up on it.
-  uint64_t value = eagain_count_ + (read_shut_ ? 1 : 0) + (write_shut_ ? 2 : 0);
+  writes_held();  // ends a hold that is over: its release is an edge
+  uint64_t value = eagain_count_ + (read_shut_ ? 1 : 0) + (write_shut_ ? 2 : 0) + (write_hold_released_ ? 4 : 0);
   if (channel_) value += channel_->counters().data_received + channel_->counters().credits_received +
                          channel_->counters().messages_received;
   return value;
@@ -470,7 +498,7 @@ int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
   int n = 0;
   short tcp_events = 0;
   if ((events & POLLIN) && !reader_.on_ring()) tcp_events |= POLLIN;
-  if ((events & POLLOUT) && writes_to_kernel()) tcp_events |= POLLOUT;
+  if ((events & POLLOUT) && writes_to_kernel() && !writes_held(fd)) tcp_events |= POLLOUT;
   if (events & POLLPRI) tcp_events |= POLLPRI;  // urgent data is TCP's
   if (tcp_events != 0 || kernel_only()) out[n++] = pollfd{fd, static_cast<short>(tcp_events | POLLRDHUP), 0};
   bool pending = false;
@@ -498,7 +526,7 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
   pollfd fds[2];
   int n = 0;
   bool tcp_wanted = what == WaitFor::kRead ? (!reader_.on_ring() && !reader_.tcp_ended()) || kernel_only()
-                                           : writes_to_kernel();
+                                           : writes_to_kernel() && !writes_held(fd);
   if (tcp_wanted) fds[n++] = pollfd{fd, static_cast<short>(what == WaitFor::kRead ? POLLIN : POLLOUT), 0};
   int channel_index = -1;
   StreamChannel* channel = kernel_only() ? nullptr : channel_.get();

@@ -158,6 +158,12 @@ class StreamSocket {
   bool peer_closed_ring() const;
   // Whether send() goes to the kernel socket now.
   bool writes_to_kernel() const;
+  // What wait_settled() waits for.
+  bool upgrade_settled() const;
+  // Whether hold_writes_until_settled() still holds writes back (ends the
+  // hold once the upgrade settled, the time is up or, with fd, the kernel
+  // socket has an error).
+  bool writes_held(int fd = -1);
   // Polls the channel, then advance(): what a call on the socket does first.
   void progress_locked();
   // rdma_cm said the connection ended (DISCONNECTED) or failed.
@@ -171,6 +177,18 @@ class StreamSocket {
   // accepted already), until our Switch is sent: the first bytes written
   // after connect() then go on the ring.
   void wait_settled(int timeout_ms);
+  // Non-blocking connect(): the same wait, done by the socket's readiness
+  // instead: no POLLOUT and EAGAIN from send() until the upgrade settles
+  // or timeout_ms pass, so that the first request goes on the ring
+  // (protocol §1, early bytes). Any other call is unaffected.
+  void hold_writes_until_settled(int timeout_ms);
+  // The server asked for our first bytes before it can answer (Reject
+  // kAfterData): connect() and the write hold end now, and the engine asks
+  // again once wrote_on_tcp(). Under the lock.
+  void await_first_write_locked();
+  bool awaiting_first_write() const { return awaiting_first_write_; }
+  void first_write_seen() { awaiting_first_write_ = false; }
+  bool wrote_on_tcp() const { return writer_.tcp_written() > 0; }
   void set_bound_promised(bool promised) { bound_promised_ = promised; }
   // The engine drops the attempt (takes the lock: callers must not hold it).
   void fall_back_now(FallbackReason reason, const char* why);
@@ -294,6 +312,10 @@ class StreamSocket {
   bool closing_ = false;
   bool stats_counted_ = false;
   bool bound_promised_ = false;  // client: UpgradeAccept's kAcceptFlagBound
+  int64_t write_hold_until_ms_ = 0;  // hold_writes_until_settled(); 0: none
+  bool awaiting_first_write_ = false;
+  bool asked_for_first_write_ = false;  // the server did, once: settled for connect()
+  bool write_hold_released_ = false;
   int fd_hint_ = -1;
   // Going back to TCP (§5).
   bool revert_posted_ = false;   // our Revert is on the queue pair

@@ -38,6 +38,9 @@ core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count
     int error = take_error_locked();
     return R::fail(error != 0 ? error : EPIPE);
   }
+  // A non-blocking connect's upgrade is still under way: as a connecting
+  // kernel socket, not yet (the first request then goes on the ring).
+  if (writes_held(fd)) return R::fail(EAGAIN);
   if (!kernel_only() && resend_pending()) {
     // The bytes a peer's Revert gave back to us go first.
     flush_resend_locked();
@@ -398,8 +401,10 @@ short StreamSocket::poll_events(int fd, short events) {
   }
   if (read_shut_) ready |= POLLIN | POLLRDHUP;  // as the kernel after our own SHUT_RD
   if (peer_done) ready |= POLLIN | POLLRDHUP;
-  if (writes_to_kernel() ? (kernel.revents & POLLOUT) != 0 && !resend_pending()
-                         : (channel_ && channel_->writable()))
+  if (writes_held(fd))
+    ;  // not before the upgrade settled (hold_writes_until_settled)
+  else if (writes_to_kernel() ? (kernel.revents & POLLOUT) != 0 && !resend_pending()
+                              : (channel_ && channel_->writable()))
     ready |= POLLOUT;
   // Writing to a peer that closed: its RST is the kernel socket's news.
   if (peer_closed_ring()) ready |= static_cast<short>(kernel.revents & (POLLERR | POLLHUP));

@@ -1,6 +1,7 @@
 #include "sock/upgrade_engine.hpp"
 
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -73,6 +74,9 @@ constexpr int64_t kClaimWindowMs = 50;
 // autocork) the application has not flushed: the kernel sends what Nagle
 // held when the ACK comes; this is the bound on the extra delay here.
 constexpr int kHeldDataPollMs = 2;
+// How often a client asked for its first bytes (Reject kAfterData) looks
+// whether the application wrote them.
+constexpr int kFirstWritePollMs = 2;
 
 uint64_t random_nonce() {
   uint64_t nonce = 0;
@@ -96,11 +100,24 @@ bool read_names(int fd, SocketNames* names) {
          sys::real().getpeername(fd, reinterpret_cast<sockaddr*>(&names->peer), &names->peer_len) == 0;
 }
 
+// TCP_DEFER_ACCEPT on a listener: accept() returns a connection only once
+// its first data came (Apache's default on Linux).
+bool defers_accept(int listen_fd) {
+  int seconds = 0;
+  socklen_t len = sizeof seconds;
+  return listen_fd >= 0 &&
+         sys::real().getsockopt(listen_fd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &seconds, &len) == 0 && seconds > 0;
+}
+
 // A stream the engine holds a reference to.
 struct Tracked {
   StreamSocket* stream;
   int64_t deadline_ms;  // the upgrade must have settled by then (0: none)
   int redirects;        // client: how often the request was redirected
+  // client: the server asked for our first bytes (Reject kAfterData); the
+  // request goes again once they are written, until then at most (0: not
+  // asked).
+  int64_t first_write_deadline_ms = 0;
 };
 
 struct Closing {
@@ -158,6 +175,7 @@ class Engine final : public UpgradeEngine {
         wake_fd_(wake_fd),
         settings_(core::config().settings),
         cache_(kPeerCacheCapacity, uint64_t{settings_.peer_fail_cache_s} * 1000),
+        after_data_peers_(kPeerCacheCapacity, uint64_t{settings_.peer_fail_cache_s} * 1000),
         // Keys name listeners across processes: a child's listen key is not
         // its parent's (the child inherits the parent's keys in its sockets).
         next_key_((uint64_t{static_cast<uint32_t>(::getpid())} << 32) | 1) {}
@@ -217,8 +235,19 @@ class Engine final : public UpgradeEngine {
   bool adopt(const std::shared_ptr<RendezvousBoard>& board);
   void retry_adoptions();
   core::Result<bool> connect_locked(StreamSocket* stream, int fd, const sockaddr* local, socklen_t local_len,
-                                    const sockaddr* peer, socklen_t peer_len, std::unique_ptr<StreamChannel> channel);
+                                    const sockaddr* peer, socklen_t peer_len, std::unique_ptr<StreamChannel> channel,
+                                    uint16_t request_flags = 0);
   bool follow_redirect(StreamSocket* stream, uint16_t port);
+  // Sends the connection's request again to `port` (0: the server's own)
+  // with `request_flags`. Under both locks.
+  bool ask_again(StreamSocket* stream, uint16_t port, uint16_t request_flags);
+  // Reject kAfterData: ends the client's wait, asks again after its first
+  // write (check_first_write). False the second time.
+  bool ask_after_first_write(StreamSocket* stream);
+  // start_connect() to a server in after_data_peers_: no request before
+  // the first write. True if so.
+  bool ask_after_first_write_at_once(int fd, StreamSocket* stream, const sockaddr* peer, socklen_t peer_len);
+  void check_first_write(Tracked& tracked, int64_t now);
   // socket_accepted: the socket is ours already, Bound follows ESTABLISHED
   // (kAcceptFlagBound tells the client so).
   core::Result<Answered> answer(Listener& listener, const rdma::CmEvent& request, uint64_t nonce,
@@ -244,6 +273,10 @@ class Engine final : public UpgradeEngine {
   const core::Settings& settings_;
   std::mutex mu_;
   PeerFailureCache cache_;
+  // Servers that answered Reject kAfterData (a shared listener with
+  // TCP_DEFER_ACCEPT): later connections to them write first and ask once
+  // (with kRequestFlagAfterData), for the cache period.
+  PeerFailureCache after_data_peers_;
   uint64_t next_key_;
   std::map<uint64_t, std::unique_ptr<Listener>> listeners_;
   uint64_t rendezvous_key_ = 0;  // listeners_ key of the rendezvous listener (0: none yet)
@@ -302,6 +335,24 @@ bool Engine::peer_failed_recently(const sockaddr* peer, socklen_t peer_len) {
   return cache_.should_skip(peer, peer_len, static_cast<uint64_t>(core::monotonic_ms()));
 }
 
+// A server that answered Reject kAfterData lately would answer so again:
+// the request goes after the first write (check_first_write), and nothing
+// waits for it.
+bool Engine::ask_after_first_write_at_once(int fd, StreamSocket* stream, const sockaddr* peer, socklen_t peer_len) {
+  std::lock_guard<std::mutex> held(mu_);
+  if (!after_data_peers_.should_skip(peer, peer_len, static_cast<uint64_t>(core::monotonic_ms()))) return false;
+  std::unique_lock<std::mutex> stream_held = stream->lock();
+  stream->set_fd_hint(fd);
+  core::stat_add(core::Stat::upgrade_attempts);
+  stream->apply(stream->upgrade().on(UpgradeEvent::kConnectStarted));
+  track(stream, 0);
+  tracked_.back().first_write_deadline_ms = core::monotonic_ms() + settle_ms();
+  stream->await_first_write_locked();
+  stream_held.unlock();
+  wake();
+  return true;
+}
+
 bool Engine::start_connect(int fd, StreamSocket* stream, const sockaddr* peer, socklen_t peer_len) {
   sockaddr_storage local{};
   socklen_t local_len = sizeof local;
@@ -309,6 +360,7 @@ bool Engine::start_connect(int fd, StreamSocket* stream, const sockaddr* peer, s
     stream->fall_back_now(FallbackReason::kLocalError, "getsockname failed");
     return false;
   }
+  if (ask_after_first_write_at_once(fd, stream, peer, peer_len)) return true;
   // Registered before the engine's lock is taken: other connections' events
   // need not wait for it.
   std::unique_ptr<StreamChannel> channel = new_channel();
@@ -340,7 +392,7 @@ bool Engine::start_connect(int fd, StreamSocket* stream, const sockaddr* peer, s
 // rdma_cm failed.
 core::Result<bool> Engine::connect_locked(StreamSocket* stream, int fd, const sockaddr* local, socklen_t local_len,
                                           const sockaddr* peer, socklen_t peer_len,
-                                          std::unique_ptr<StreamChannel> channel) {
+                                          std::unique_ptr<StreamChannel> channel, uint16_t request_flags) {
   using R = core::Result<bool>;
   // The request names the TCP connection, whatever port it goes to.
   sockaddr_storage tcp_peer{};
@@ -352,6 +404,7 @@ core::Result<bool> Engine::connect_locked(StreamSocket* stream, int fd, const so
   core::Result<wire::UpgradeRequest> request = wire::build_upgrade_request(
       local, local_len, reinterpret_cast<sockaddr*>(&tcp_peer), tcp_peer_len, stream->nonce());
   if (!request) return R::fail(EAFNOSUPPORT);
+  request.value().flags = request_flags;
   if (!channel) channel = new_channel();
   if (!channel) return R::fail(ENOMEM);
   rdma::CmConnectParams params;
@@ -377,18 +430,58 @@ bool Engine::follow_redirect(StreamSocket* stream, uint16_t port) {
   Tracked* tracked = tracked_entry(stream);
   if (tracked == nullptr || tracked->redirects >= kMaxRedirects) return false;
   ++tracked->redirects;
+  // A request sent after our first bytes says so at its new address too.
+  const uint16_t flags = tracked->first_write_deadline_ms != 0 ? wire::kRequestFlagAfterData : 0;
+  if (!ask_again(stream, port, flags)) return false;
+  core::stat_add(core::Stat::upgrade_redirects);
+  VSOCK_LOG(kDebug, "fd %d: upgrade request redirected to port %u", stream->fd_hint(), port);
+  return true;
+}
+
+bool Engine::ask_again(StreamSocket* stream, uint16_t port, uint16_t request_flags) {
   int fd = stream->fd_hint();
   SocketNames names;
   if (!read_names(fd, &names)) return false;
-  if (names.peer.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&names.peer)->sin_port = htons(port);
-  else if (names.peer.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(&names.peer)->sin6_port = htons(port);
-  else return false;
-  if (!connect_locked(stream, fd, names.local_addr(), names.local_len, names.peer_addr(), names.peer_len, nullptr))
+  if (port != 0 && names.peer.ss_family == AF_INET)
+    reinterpret_cast<sockaddr_in*>(&names.peer)->sin_port = htons(port);
+  else if (port != 0 && names.peer.ss_family == AF_INET6)
+    reinterpret_cast<sockaddr_in6*>(&names.peer)->sin6_port = htons(port);
+  else if (port != 0)
     return false;
-  core::stat_add(core::Stat::upgrade_redirects);
-  VSOCK_LOG(kDebug, "fd %d: upgrade request redirected to port %u", fd, port);
+  if (!connect_locked(stream, fd, names.local_addr(), names.local_len, names.peer_addr(), names.peer_len, nullptr,
+                      request_flags))
+    return false;
   if (stream->connector().outcome() != rdma::CmOutcome::kPending) finish_connect(stream);
   return true;
+}
+
+bool Engine::ask_after_first_write(StreamSocket* stream) {
+  Tracked* tracked = tracked_entry(stream);
+  if (tracked == nullptr || tracked->first_write_deadline_ms != 0) return false;
+  tracked->first_write_deadline_ms = core::monotonic_ms() + settle_ms();
+  stream->await_first_write_locked();
+  sockaddr_storage peer{};
+  socklen_t peer_len = sizeof peer;
+  if (sys::real().getpeername(stream->fd_hint(), reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0)
+    after_data_peers_.record_failure(reinterpret_cast<sockaddr*>(&peer), peer_len,
+                                     static_cast<uint64_t>(core::monotonic_ms()));
+  VSOCK_LOG(kDebug, "fd %d: the server accepts after the first bytes: asking again once they are written",
+            stream->fd_hint());
+  return true;
+}
+
+// Under the stream's lock.
+void Engine::check_first_write(Tracked& tracked, int64_t now) {
+  StreamSocket* stream = tracked.stream;
+  if (!stream->awaiting_first_write()) return;
+  if (stream->wrote_on_tcp()) {
+    stream->first_write_seen();
+    if (ask_again(stream, 0, wire::kRequestFlagAfterData)) return;
+  } else if (now < tracked.first_write_deadline_ms) {
+    return;
+  }
+  stream->first_write_seen();
+  stream->apply(stream->upgrade().on(UpgradeEvent::kCmRefused));
 }
 
 void Engine::on_connector_event(StreamSocket* stream, const rdma::CmEvent& event) {
@@ -430,6 +523,7 @@ void Engine::finish_connect(StreamSocket* stream) {
       event = UpgradeEvent::kCmRejected;
       if (why && why.value().nonce == stream->nonce()) {
         if (why.value().reason == wire::RejectReason::kRedirect && follow_redirect(stream, why.value().port)) return;
+        if (why.value().reason == wire::RejectReason::kAfterData && ask_after_first_write(stream)) return;
         if (why.value().reason != wire::RejectReason::kPeer) event = UpgradeEvent::kCmRefused;
       }
       break;
@@ -834,6 +928,14 @@ void Engine::on_request(Listener& listener, const rdma::CmEvent& event) {
         accept_early(listener, event, request.value());
         return;
       }
+      if (shared && !listener.rendezvous && !(request.value().flags & wire::kRequestFlagAfterData) &&
+          defers_accept(listener.fd)) {
+        // No process accepts it before its data, and a client that waits
+        // for the upgrade to send its data would wait for nothing.
+        listener.matcher.remove_request(handle);
+        reject(listener, event, nonce, wire::RejectReason::kAfterData);
+        return;
+      }
       listener.requests[handle] = HeldRequest{event, request.value()};
       if (shared) wake();  // the thread now looks at the board for its claim
       return;
@@ -1088,9 +1190,10 @@ void Engine::check_timers() {
     {
       std::unique_lock<std::mutex> stream_held = stream->lock();
       if (stream->connector().outcome() == rdma::CmOutcome::kPending &&
-          stream->upgrade().phase() == UpgradePhase::kConnecting) {
+          stream->upgrade().phase() == UpgradePhase::kConnecting && !stream->awaiting_first_write()) {
         if (stream->connector().check_deadline() != rdma::CmOutcome::kPending) finish_connect(stream);
       }
+      check_first_write(tracked_[i], now);
       // The switch goes on while the application does not touch the
       // socket: the Bound, the Switch and the reply to it are taken here.
       if (switch_in_progress(stream)) stream->progress_locked();
@@ -1164,8 +1267,9 @@ int Engine::next_timeout_ms() {
     std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
     if (switch_in_progress(tracked.stream)) soonest = std::min<int64_t>(soonest, now + kSwitchPollMs);
     if (tracked.stream->holds_data_locked()) soonest = std::min<int64_t>(soonest, now + kHeldDataPollMs);
+    if (tracked.stream->awaiting_first_write()) soonest = std::min<int64_t>(soonest, now + kFirstWritePollMs);
     if (tracked.stream->connector().outcome() == rdma::CmOutcome::kPending &&
-        tracked.stream->upgrade().phase() == UpgradePhase::kConnecting)
+        tracked.stream->upgrade().phase() == UpgradePhase::kConnecting && !tracked.stream->awaiting_first_write())
       soonest = std::min<int64_t>(soonest, now + tracked.stream->connector().remaining_ms());
   }
   return static_cast<int>(std::max<int64_t>(0, soonest - now));

@@ -142,6 +142,7 @@ SEEDS = {
         "redirect": reject(6, 3, 40123),
         "padded_rej": reject(7, 3, 1) + bytes(128),  # an IB CM REJ: 148 bytes
         "redirect_without_port": reject(8, 3),
+        "after_data": reject(9, 4),
         "bound_magic": b"VSKB" + reject(1, 1)[4:],
     },
     "fuzz_remote_ring": {

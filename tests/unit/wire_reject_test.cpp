@@ -40,7 +40,8 @@ TEST(RejectMessage, LayoutMatchesTheDocument) {
 }
 
 TEST(RejectMessage, RoundTripsEveryReasonWithPadding) {
-  for (RejectReason reason : {RejectReason::kConnection, RejectReason::kPeer, RejectReason::kRedirect}) {
+  for (RejectReason reason :
+       {RejectReason::kConnection, RejectReason::kPeer, RejectReason::kRedirect, RejectReason::kAfterData}) {
     RejectMessage m;
     m.nonce = 42;
     m.reason = reason;
@@ -76,7 +77,7 @@ TEST(RejectMessage, RefusesWhatIsNotOne) {
   bad = good;
   bad[17] = 1;  // reserved byte after the reason
   expect_refused(bad);
-  for (uint8_t reason : {0, 4, 255}) {
+  for (uint8_t reason : {0, 5, 255}) {
     bad = good;
     bad[16] = reason;
     expect_refused(bad);

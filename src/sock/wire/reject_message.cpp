@@ -21,7 +21,7 @@ core::Result<RejectMessage> parse_reject_message(const void* data, size_t len) {
   RejectMessage message;
   if (!parse_message_header(in, kRejectMagic, &message.nonce) || in[17] != 0) return R::fail(EPROTO);
   uint8_t reason = in[16];
-  if (reason < static_cast<uint8_t>(RejectReason::kConnection) || reason > static_cast<uint8_t>(RejectReason::kRedirect))
+  if (reason < static_cast<uint8_t>(RejectReason::kConnection) || reason > static_cast<uint8_t>(RejectReason::kAfterData))
     return R::fail(EPROTO);
   message.reason = static_cast<RejectReason>(reason);
   message.port = load_be16(in + 18);

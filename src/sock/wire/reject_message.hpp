@@ -26,6 +26,12 @@ enum class RejectReason : uint8_t {
   // Ask again at `port` (same address): the process that serves the
   // connection listens there.
   kRedirect = 3,
+  // Ask again (same port, with kRequestFlagAfterData) once you have written
+  // on TCP: the listener is shared and accepts only connections that
+  // carry data (TCP_DEFER_ACCEPT), so no process can claim this one before
+  // its first bytes, and a client that waited for the upgrade to write
+  // them would wait in vain.
+  kAfterData = 4,
 };
 
 struct RejectMessage {

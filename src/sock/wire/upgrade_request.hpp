@@ -16,9 +16,13 @@ namespace vsock::sock::wire {
 // carry.
 inline constexpr size_t kUpgradeRequestSize = 56;
 
+// The client has written on TCP already: it asks again after a Reject of
+// reason kAfterData (reject_message.hpp).
+inline constexpr uint16_t kRequestFlagAfterData = 1;
+
 struct UpgradeRequest {
   uint8_t family = 0;   // kFamilyIpv4 or kFamilyIpv6, for both endpoints
-  uint16_t flags = 0;   // none defined in version 1; kept as received
+  uint16_t flags = 0;   // kRequestFlag*; unknown bits kept as received
   Endpoint client;      // the client's getsockname()
   Endpoint server;      // the client's getpeername()
   uint64_t nonce = 0;
