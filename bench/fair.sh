@@ -40,7 +40,7 @@
 #   VSOCK_BENCH_COLUMNS      (default "kernel libvsock rsocket verbs")
 #   VSOCK_BENCH_LAT_SIZES    sep-block sizes (default "64 4096 65536 1048576")
 #   VSOCK_BENCH_TPUT_SIZES   (default "64 4096 65536 1048576")
-#   VSOCK_BENCH_REPEAT       rounds of the 64 B rows (default 2)
+#   VSOCK_BENCH_REPEAT       rounds of the 64 B rows (default 3)
 #   VSOCK_BENCH_TPUT_REPEAT  rounds of the larger latency sizes and of throughput (default 1)
 #   VSOCK_BENCH_ITERS        round trips per latency run (default 1000; large sizes 16 MiB / size, >= 20)
 #   VSOCK_BENCH_SECONDS      time bound of a latency run (default 1)
@@ -48,6 +48,9 @@
 #   VSOCK_FAIR_ROWS          rows to run (default "sep-block one-block sep-epoll tput"; one-epoll
 #                            is left out to keep the main job short: ~10 s per run here)
 #   VSOCK_FAIR_PROFILE       VSOCK_PROFILE of the libvsock column (default: unset)
+#   VSOCK_FAIR_EXTRA         columns measured in the 64 B latency rows only (default
+#                            "libvsock:latency": libvsock with VSOCK_PROFILE=latency, whose
+#                            2 ms spin is the nearest thing to busy-polling verbs)
 set -uo pipefail
 source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=$(cd "${1:-$source_dir/build/default}" 2>/dev/null && pwd) ||
@@ -66,8 +69,9 @@ addr=${VSOCK_BENCH_ADDR:-${RXE_VM_IPADDR:-127.0.0.1}}
 read -r -a columns <<<"${VSOCK_BENCH_COLUMNS:-kernel libvsock rsocket verbs}"
 read -r -a lat_sizes <<<"${VSOCK_BENCH_LAT_SIZES:-64 4096 65536 1048576}"
 read -r -a tput_sizes <<<"${VSOCK_BENCH_TPUT_SIZES:-64 4096 65536 1048576}"
+read -r -a extra_columns <<<"${VSOCK_FAIR_EXTRA-libvsock:latency}"
 read -r -a rows <<<"${VSOCK_FAIR_ROWS:-sep-block one-block sep-epoll tput}"
-rounds=${VSOCK_BENCH_REPEAT:-2}
+rounds=${VSOCK_BENCH_REPEAT:-3}
 size_rounds=${VSOCK_BENCH_TPUT_REPEAT:-1}
 iters=${VSOCK_BENCH_ITERS:-1000}
 seconds=${VSOCK_BENCH_SECONDS:-1}
@@ -118,6 +122,7 @@ column_env() {
     kernel) echo "LD_PRELOAD=" ;;
     libvsock) echo "LD_PRELOAD=$libvsock VSOCK_UPGRADE_TIMEOUT_MS=2000${VSOCK_FAIR_PROFILE:+ VSOCK_PROFILE=$VSOCK_FAIR_PROFILE}" ;;
     rsocket) echo "LD_PRELOAD=$rspreload" ;;
+    libvsock:*) echo "LD_PRELOAD=$libvsock VSOCK_UPGRADE_TIMEOUT_MS=2000 VSOCK_PROFILE=${1#libvsock:}" ;;
   esac
 }
 simple_arg() { [ "$1" = rsocket ] && echo --simple; }
@@ -319,7 +324,7 @@ verbs_baseline() {
 start=$SECONDS
 {
   echo "date=$(date -u +%FT%TZ) nproc=$(nproc) addr=$addr dev=$verbs_dev gid=$verbs_gid"
-  echo "columns=${columns[*]} rows=${rows[*]} rounds=$rounds size_rounds=$size_rounds iters=$iters seconds=$seconds tput_seconds=$tput_seconds warmup=$warmup"
+  echo "columns=${columns[*]} extra=${extra_columns[*]} rows=${rows[*]} rounds=$rounds size_rounds=$size_rounds iters=$iters seconds=$seconds tput_seconds=$tput_seconds warmup=$warmup"
   echo "profile=${VSOCK_FAIR_PROFILE:-default} perf=$have_perf load=$(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$out/meta.txt"
 note "$(tr '\n' ' ' <"$out/meta.txt")"
@@ -332,7 +337,9 @@ for row in "${rows[@]}"; do
   else sizes=(64); fi
   counted=0
   [[ "$test" = tcp-lat && " ${sizes[*]} " == *" 64 "* ]] && counted=1
-  for c in "${columns[@]}"; do
+  row_columns=("${columns[@]}")
+  ((counted)) && row_columns+=("${extra_columns[@]}")
+  for c in "${row_columns[@]}"; do
     [ "$c" = verbs ] && continue
     start_server "$row" "$c" "$scpu" "$counted"
   done
@@ -340,9 +347,11 @@ for row in "${rows[@]}"; do
   for size in "${sizes[@]}"; do
     n=$size_rounds
     [ "$test" = tcp-lat ] && ((size == 64)) && n=$rounds
+    size_columns=("${columns[@]}")
+    [ "$test" = tcp-lat ] && ((size == 64)) && size_columns+=("${extra_columns[@]}")
     for ((round = 1; round <= n; round++)); do
       order=()
-      for c in "${columns[@]}"; do
+      for c in "${size_columns[@]}"; do
         if ((round % 2)); then order+=("$c"); else order=("$c" "${order[@]}"); fi
       done
       for c in "${order[@]}"; do run_cell "$row" "$c" "$test" "$size" "$round" "$scpu" "$ccpu" "$wait" "$ev"; done
@@ -350,7 +359,7 @@ for row in "${rows[@]}"; do
   done
   stop_servers
   # the servers' counts over every measured window of the row (64 B runs)
-  for c in "${columns[@]}"; do
+  for c in "${row_columns[@]}"; do
     [ -n "${server_perf[$c]:-}" ] && [ -s "${server_perf[$c]}" ] &&
       echo "row=$row col=$c round=server$(perf_fields s "${server_perf[$c]}")" >>"$raw"
     server_perf[$c]="" server_ctl[$c]=""

@@ -11,7 +11,8 @@ out=${1:?usage: fair_plots.sh OUT_DIR DEST_DIR [TITLE_SUFFIX]}
 dest=${2:?usage: fair_plots.sh OUT_DIR DEST_DIR [TITLE_SUFFIX]}
 suffix=${3:-}
 command -v gnuplot >/dev/null || { echo "fair_plots.sh: gnuplot not installed (gnuplot-nox)" >&2; exit 1; }
-read -r -a columns <<<"$(sed -n 's/^columns=\(.*\) rows=.*/\1/p' "$out/meta.txt")"
+read -r -a columns <<<"$(sed -n 's/^columns=\(.*\) extra=.*/\1/p' "$out/meta.txt")"
+read -r -a extra_columns <<<"$(sed -n 's/.* extra=\(.*\) rows=.*/\1/p' "$out/meta.txt")"
 data=$out/plot
 mkdir -p "$data" "$dest"
 
@@ -19,7 +20,7 @@ mkdir -p "$data" "$dest"
 panels=()
 for row in sep-block one-block; do
   plots=()
-  for c in "${columns[@]}"; do
+  for c in "${columns[@]}" "${extra_columns[@]}"; do
     f=$out/samples/$row-$c-64.txt
     [ -s "$f" ] || continue
     # at most ~500 points a curve (and the last): the SVG stays small
