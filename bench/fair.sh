@@ -40,7 +40,8 @@
 #   VSOCK_BENCH_COLUMNS      (default "kernel libvsock rsocket verbs")
 #   VSOCK_BENCH_LAT_SIZES    sep-block sizes (default "64 4096 65536 1048576")
 #   VSOCK_BENCH_TPUT_SIZES   (default "64 4096 65536 1048576")
-#   VSOCK_BENCH_REPEAT       rounds of the 64 B rows (default 3)
+#   VSOCK_BENCH_REPEAT       rounds of the 64 B rows (default 2; 3 took the main job to 12 min
+#                            on a host shared with three other guests)
 #   VSOCK_BENCH_TPUT_REPEAT  rounds of the larger latency sizes and of throughput (default 1)
 #   VSOCK_BENCH_ITERS        round trips per latency run (default 1000; large sizes 16 MiB / size, >= 20)
 #   VSOCK_BENCH_SECONDS      time bound of a latency run (default 1)
@@ -48,9 +49,10 @@
 #   VSOCK_FAIR_ROWS          rows to run (default "sep-block one-block sep-epoll tput"; one-epoll
 #                            is left out to keep the main job short: ~10 s per run here)
 #   VSOCK_FAIR_PROFILE       VSOCK_PROFILE of the libvsock column (default: unset)
-#   VSOCK_FAIR_EXTRA         columns measured in the 64 B latency rows only (default
-#                            "libvsock:latency": libvsock with VSOCK_PROFILE=latency, whose
-#                            2 ms spin is the nearest thing to busy-polling verbs)
+#   VSOCK_FAIR_EXTRA         columns measured in the 64 B blocking rows only (sep-block,
+#                            one-block; default "libvsock:latency": libvsock with
+#                            VSOCK_PROFILE=latency, whose 2 ms spin is the nearest thing to
+#                            busy-polling verbs)
 set -uo pipefail
 source_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=$(cd "${1:-$source_dir/build/default}" 2>/dev/null && pwd) ||
@@ -71,7 +73,7 @@ read -r -a lat_sizes <<<"${VSOCK_BENCH_LAT_SIZES:-64 4096 65536 1048576}"
 read -r -a tput_sizes <<<"${VSOCK_BENCH_TPUT_SIZES:-64 4096 65536 1048576}"
 read -r -a extra_columns <<<"${VSOCK_FAIR_EXTRA-libvsock:latency}"
 read -r -a rows <<<"${VSOCK_FAIR_ROWS:-sep-block one-block sep-epoll tput}"
-rounds=${VSOCK_BENCH_REPEAT:-3}
+rounds=${VSOCK_BENCH_REPEAT:-2}
 size_rounds=${VSOCK_BENCH_TPUT_REPEAT:-1}
 iters=${VSOCK_BENCH_ITERS:-1000}
 seconds=${VSOCK_BENCH_SECONDS:-1}
@@ -290,7 +292,7 @@ row_spec() {
 
 # run_cell ROW COLUMN TEST SIZE ROUND SCPU CCPU WAIT EV
 run_cell() {
-  local row=$1 c=$2 test=$3 size=$4 round=$5 scpu=$6 ccpu=$7 wait=$8 ev=$9 line t0 t1 r0 r1 w=$8
+  local row=$1 c=$2 test=$3 size=$4 round=$5 scpu=$6 ccpu=$7 wait=$8 ev=$9 line t0 t1 r0 r1 w=$8 began=$SECONDS
   [ "$c" = rsocket ] && [ "$w" = epoll ] && w=poll  # librspreload has no epoll
   if [ "$c" = verbs ]; then
     w=busy-poll
@@ -307,8 +309,8 @@ run_cell() {
     failed=1
     return
   fi
-  echo "row=$row col=$c round=$round wait=$w $line tcp_segs=$((t1 - t0)) rdma_pkts=$((r1 - r0))" >>"$raw"
-  note "$row $c $size round $round: $(echo "$line" | grep -oE '(p50_us|p99_us|MBps|c_sys|w_sys)=[0-9.]+' | tr '\n' ' ')"
+  echo "row=$row col=$c round=$round wait=$w $line tcp_segs=$((t1 - t0)) rdma_pkts=$((r1 - r0)) run_s=$((SECONDS - began))" >>"$raw"
+  note "$row $c $size round $round: $(echo "$line" | grep -oE '(p50_us|p99_us|MBps|c_sys|w_sys)=[0-9.]+' | tr '\n' ' ')($((SECONDS - began)) s)"
   [ -s "$work/samples.txt" ] && [ "$test" = tcp-lat ] && cat "$work/samples.txt" >>"$out/samples/$row-$c-$size.txt"
   rm -f "$work/samples.txt"
 }
@@ -338,7 +340,10 @@ for row in "${rows[@]}"; do
   counted=0
   [[ "$test" = tcp-lat && " ${sizes[*]} " == *" 64 "* ]] && counted=1
   row_columns=("${columns[@]}")
-  ((counted)) && row_columns+=("${extra_columns[@]}")
+  # the extra columns: 64 B, blocking rows (in epoll rows they cost the most time)
+  with_extra=0
+  ((counted)) && [[ "$row" == *-block ]] && with_extra=1
+  ((with_extra)) && row_columns+=("${extra_columns[@]}")
   for c in "${row_columns[@]}"; do
     [ "$c" = verbs ] && continue
     start_server "$row" "$c" "$scpu" "$counted"
@@ -348,7 +353,7 @@ for row in "${rows[@]}"; do
     n=$size_rounds
     [ "$test" = tcp-lat ] && ((size == 64)) && n=$rounds
     size_columns=("${columns[@]}")
-    [ "$test" = tcp-lat ] && ((size == 64)) && size_columns+=("${extra_columns[@]}")
+    ((with_extra && size == 64)) && size_columns+=("${extra_columns[@]}")
     for ((round = 1; round <= n; round++)); do
       order=()
       for c in "${size_columns[@]}"; do

@@ -132,6 +132,7 @@ echo "|---|---|---:|---:|---:|---:|---:|---:|"
 for row in sep-block one-block sep-epoll one-epoll; do
   has_row "$row" || continue
   for c in "${columns[@]}" "${extra_columns[@]}"; do
+    grep -qE "^row=$row col=$c " "$raw" || continue  # not run in this row
     echo "| $(where "$row") | $c: $(wait_label "$row" "$c") | $(lat_cell "$row" "$c" 64) | $(spread "$row" "$c" 64) | $(nsamples "$row" "$c" 64) |" \
       "$(cost "$row" "$c" cpu) | $(cost "$row" "$c" sys) | $(cost "$row" "$c" cs) |"
   done

@@ -37,7 +37,8 @@
 //
 // The warm-up (--warmup round trips) ends early after a quarter of --seconds,
 // so slow large-message runs still measure; the measured phase then runs
-// --iters round trips or until --seconds have passed.
+// --iters round trips or until --seconds have passed (tcp-lat: counted from
+// the end of the warm-up).
 //
 // tcp-call times --iters recv(MSG_DONTWAIT) calls on a connected, empty TCP
 // socket (each fails with EAGAIN at once): the per-call cost of the socket
@@ -515,6 +516,10 @@ int run_tcp_latency(const Options& o) {
     if (warming) {
       if (i + 1 >= o.warmup || t1 > warmup_end) {
         warming = false;
+        // The measured phase gets its own --seconds: a slow start (a
+        // connection that upgraded late, a descheduled vCPU) must not leave
+        // it a handful of samples.
+        deadline = now_seconds() + o.seconds;
         perf_control(o, "enable", false);  // list the server's fifo first: it counts before we send
         cpu0 = cpu_mark(o);
         measure_start = now_seconds();
