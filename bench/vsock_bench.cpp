@@ -6,13 +6,22 @@
 //       port, prints "READY <port>" on stdout, serves until SIGTERM/SIGINT.
 //   vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call --port P [--addr A]
 //       [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple]
-//       [--wait block|poll|epoll] [--peer-pid PID]
+//       [--wait block|poll|epoll] [--peer-pid PID] [--samples FILE] [--perf-ctl FIFO]...
 //       Prints one line: "result test=... key=value ...".
 //
 // tcp-lat also reports the CPU time (user + system, every thread) the
 // measured phase cost: cpu_s of the client (getrusage) and, with
 // --peer-pid (the server's pid, same machine), peer_cpu_s from
-// /proc/PID/stat; msgs counts both directions (2 per round trip).
+// /proc/PID/stat; msgs counts both directions (2 per round trip); and
+// the context switches (voluntary + involuntary, every thread) of the
+// client (getrusage: ctxsw) and of the peer (/proc/PID/task/*/status:
+// peer_ctxsw). --samples FILE writes every measured round trip (µs, one a
+// line, in the order measured) for a CDF. --perf-ctl FIFO (repeatable)
+// names the control fifo of a `perf stat -D -1 --control
+// fifo:FIFO,FIFO.ack` counting one of the two processes: the client writes
+// "enable" to each (and waits for the ack) when the measured phase starts
+// and "disable" when it ends, so the counts cover the measured round trips
+// only (bench/fair.sh).
 // --wait poll|epoll makes both ends wait for each message in poll() or
 // epoll_wait() before reading it (the server learns the mode from the
 // Hello), so the library's poll/epoll wait is measured instead of its
@@ -28,7 +37,8 @@
 //
 // The warm-up (--warmup round trips) ends early after a quarter of --seconds,
 // so slow large-message runs still measure; the measured phase then runs
-// --iters round trips or until --seconds have passed.
+// --iters round trips or until --seconds have passed (tcp-lat: counted from
+// the end of the warm-up).
 //
 // tcp-call times --iters recv(MSG_DONTWAIT) calls on a connected, empty TCP
 // socket (each fails with EAGAIN at once): the per-call cost of the socket
@@ -47,6 +57,8 @@
 #include <sys/epoll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,6 +108,8 @@ struct Options {
   bool simple = false;
   WaitMode wait = WaitMode::kBlock;
   int peer_pid = -1;
+  std::string samples_file;
+  std::vector<std::string> perf_ctl;
 };
 
 std::atomic<bool> g_stop{false};
@@ -111,7 +125,8 @@ std::atomic<bool> g_stop{false};
                "usage: vsock_bench server [--addr A] [--port P] [--cpu N] [--simple]\n"
                "       vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call --port P [--addr A]\n"
                "                          [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple]\n"
-               "                          [--wait block|poll|epoll] [--peer-pid PID]\n",
+               "                          [--wait block|poll|epoll] [--peer-pid PID] [--samples FILE]\n"
+               "                          [--perf-ctl FIFO]...\n",
                message.c_str());
   std::exit(2);
 }
@@ -348,7 +363,7 @@ int run_server(const Options& o) {
 // ---- client ----
 
 struct LatencySummary {
-  double p50, p99, mean, min, max;
+  double p50, p99, p999, mean, min, max;
 };
 
 LatencySummary summarize(std::vector<double>& us) {
@@ -356,7 +371,7 @@ LatencySummary summarize(std::vector<double>& us) {
   auto at = [&](double q) { return us[std::min(us.size() - 1, static_cast<size_t>(q * static_cast<double>(us.size())))]; };
   double sum = 0;
   for (double v : us) sum += v;
-  return {at(0.50), at(0.99), sum / static_cast<double>(us.size()), us.front(), us.back()};
+  return {at(0.50), at(0.99), at(0.999), sum / static_cast<double>(us.size()), us.front(), us.back()};
 }
 
 int connect_tcp(const Options& o, Test test) {
@@ -399,20 +414,80 @@ double process_cpu_seconds(int pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
+// Context switches (voluntary + involuntary) of this process, all threads.
+long self_context_switches() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_nvcsw + ru.ru_nivcsw;
+}
+
+// The same for another process: the sum over its threads' status files
+// (a thread that ends meanwhile is lost; a ping-pong peer has none that
+// do); -1 if it cannot be read.
+long process_context_switches(int pid) {
+  if (pid <= 0) return -1;
+  std::string dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return -1;
+  long total = 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream in(dir + "/" + e->d_name + "/status");
+    std::string key;
+    long value = 0;
+    while (in >> key) {
+      if ((key == "voluntary_ctxt_switches:" || key == "nonvoluntary_ctxt_switches:") && in >> value) total += value;
+    }
+  }
+  closedir(d);
+  return total;
+}
+
 struct CpuMark {
   double self = 0, peer = -1;
+  long self_cs = 0, peer_cs = -1;
 };
 
-CpuMark cpu_mark(const Options& o) { return CpuMark{self_cpu_seconds(), process_cpu_seconds(o.peer_pid)}; }
+CpuMark cpu_mark(const Options& o) {
+  return CpuMark{self_cpu_seconds(), process_cpu_seconds(o.peer_pid), self_context_switches(),
+                 process_context_switches(o.peer_pid)};
+}
+
+// Sends a perf control command ("enable" / "disable") to every --perf-ctl
+// fifo (in reverse with `reverse`), each time waiting for perf's ack on
+// FIFO.ack. A few system calls of ours fall inside the counted window;
+// over hundreds of messages they are noise.
+void perf_control(const Options& o, const char* command, bool reverse) {
+  size_t n = o.perf_ctl.size();
+  for (size_t k = 0; k < n; ++k) {
+    const std::string& fifo = o.perf_ctl[reverse ? n - 1 - k : k];
+    int ctl = open(fifo.c_str(), O_WRONLY | O_CLOEXEC);
+    if (ctl < 0) die(("open " + fifo).c_str());
+    std::string line = std::string(command) + "\n";
+    if (!write_all(ctl, line.data(), line.size())) die("write perf control");
+    close(ctl);
+    int ack = open((fifo + ".ack").c_str(), O_RDONLY | O_CLOEXEC);
+    if (ack < 0) die(("open " + fifo + ".ack").c_str());
+    char buf[8];
+    if (read(ack, buf, sizeof buf) <= 0) die("read perf ack");
+    close(ack);
+  }
+}
 
 void print_latency(const Options& o, std::vector<double>& samples, long lost, const std::string& extra = "") {
   if (samples.empty()) {
     std::fprintf(stderr, "vsock_bench: no round trip completed\n");
     std::exit(1);
   }
+  if (!o.samples_file.empty()) {  // before summarize() sorts them: in the order measured
+    FILE* f = std::fopen(o.samples_file.c_str(), "w");
+    if (f == nullptr) die("open --samples file");
+    for (double v : samples) std::fprintf(f, "%.2f\n", v);
+    std::fclose(f);
+  }
   LatencySummary s = summarize(samples);
-  std::printf("result test=%s size=%u iters=%zu p50_us=%.2f p99_us=%.2f mean_us=%.2f min_us=%.2f max_us=%.2f lost=%ld%s\n",
-              o.test.c_str(), o.size, samples.size(), s.p50, s.p99, s.mean, s.min, s.max, lost, extra.c_str());
+  std::printf("result test=%s size=%u iters=%zu p50_us=%.2f p99_us=%.2f p999_us=%.2f mean_us=%.2f min_us=%.2f max_us=%.2f lost=%ld%s\n",
+              o.test.c_str(), o.size, samples.size(), s.p50, s.p99, s.p999, s.mean, s.min, s.max, lost, extra.c_str());
 }
 
 int run_tcp_latency(const Options& o) {
@@ -425,6 +500,7 @@ int run_tcp_latency(const Options& o) {
   double warmup_end = start + o.seconds / 4;
   double deadline = start + o.seconds;
   bool warming = o.warmup > 0;
+  if (!warming) perf_control(o, "enable", false);
   CpuMark cpu0 = cpu_mark(o);
   double measure_start = start;
   for (long i = 0, measured = 0; measured < o.iters; ++i) {
@@ -440,6 +516,11 @@ int run_tcp_latency(const Options& o) {
     if (warming) {
       if (i + 1 >= o.warmup || t1 > warmup_end) {
         warming = false;
+        // The measured phase gets its own --seconds: a slow start (a
+        // connection that upgraded late, a descheduled vCPU) must not leave
+        // it a handful of samples.
+        deadline = now_seconds() + o.seconds;
+        perf_control(o, "enable", false);  // list the server's fifo first: it counts before we send
         cpu0 = cpu_mark(o);
         measure_start = now_seconds();
       }
@@ -450,13 +531,19 @@ int run_tcp_latency(const Options& o) {
     if (t1 > deadline) break;
   }
   CpuMark cpu1 = cpu_mark(o);
+  perf_control(o, "disable", true);
   double wall = now_seconds() - measure_start;
   close(fd);
   char extra[160];
-  std::snprintf(extra, sizeof extra, " msgs=%zu wall_s=%.3f cpu_s=%.3f", 2 * samples.size(), wall, cpu1.self - cpu0.self);
+  std::snprintf(extra, sizeof extra, " msgs=%zu wall_s=%.3f cpu_s=%.3f ctxsw=%ld", 2 * samples.size(), wall,
+                cpu1.self - cpu0.self, cpu1.self_cs - cpu0.self_cs);
   std::string cpu = extra;
   if (cpu0.peer >= 0 && cpu1.peer >= 0) {
     std::snprintf(extra, sizeof extra, " peer_cpu_s=%.3f", cpu1.peer - cpu0.peer);
+    cpu += extra;
+  }
+  if (cpu0.peer_cs >= 0 && cpu1.peer_cs >= 0) {
+    std::snprintf(extra, sizeof extra, " peer_ctxsw=%ld", cpu1.peer_cs - cpu0.peer_cs);
     cpu += extra;
   }
   print_latency(o, samples, 0, cpu);
@@ -597,6 +684,8 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--warmup") o.warmup = parse_number("--warmup", value, 0, 1L << 30);
     else if (flag == "--seconds") o.seconds = static_cast<double>(parse_number("--seconds", value, 1, 3600));
     else if (flag == "--cpu") o.cpu = static_cast<int>(parse_number("--cpu", value, 0, CPU_SETSIZE - 1));
+    else if (flag == "--samples") o.samples_file = value;
+    else if (flag == "--perf-ctl") o.perf_ctl.push_back(value);
     else if (flag == "--peer-pid") o.peer_pid = static_cast<int>(parse_number("--peer-pid", value, 1, 1L << 22));
     else if (flag == "--wait") {
       std::string mode = value;

@@ -10,6 +10,8 @@ packages=(
   # real programs and peers for tests and benchmarks
   redis-server redis-tools iperf3 sockperf memcached libmemcached-tools python3 nodejs perftest rdmacm-utils
   apache2 apache2-utils openbsd-inetd
+  # the main job: perf counts system calls and context switches, gnuplot draws the plots
+  linux-perf gnuplot-nox
   # tools the tests use
   binutils perl strace clang libclang-rt-14-dev
   # the Debian package and its man pages (tests/package/)
