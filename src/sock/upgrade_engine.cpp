@@ -537,7 +537,12 @@ void Engine::finish_connect(StreamSocket* stream) {
   }
   stream->apply(stream->upgrade().on(event));
   FallbackReason reason = stream->upgrade().fallback_reason();
-  if (stream->kernel_only() && UpgradeState::remember_peer(reason)) {
+  // A server that redirected us, or asked for our first bytes, runs
+  // libvsock: a timeout after that (a worker slow to open its device) is
+  // this connection's, not the peer's.
+  const Tracked* tracked = tracked_entry(stream);
+  const bool peer_answered = tracked != nullptr && (tracked->redirects > 0 || tracked->first_write_deadline_ms != 0);
+  if (stream->kernel_only() && UpgradeState::remember_peer(reason) && !peer_answered) {
     // Only a peer that took our TCP connection and still said no is worth
     // remembering: a refused TCP connect says nothing about its library.
     sockaddr_storage peer{};
