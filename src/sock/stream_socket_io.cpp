@@ -401,11 +401,10 @@ short StreamSocket::poll_events(int fd, short events) {
   }
   if (read_shut_) ready |= POLLIN | POLLRDHUP;  // as the kernel after our own SHUT_RD
   if (peer_done) ready |= POLLIN | POLLRDHUP;
-  if (writes_held(fd))
-    ;  // not before the upgrade settled (hold_writes_until_settled)
-  else if (writes_to_kernel() ? (kernel.revents & POLLOUT) != 0 && !resend_pending()
-                              : (channel_ && channel_->writable()))
-    ready |= POLLOUT;
+  // Not writable before the upgrade settled (hold_writes_until_settled).
+  const bool writable = writes_to_kernel() ? (kernel.revents & POLLOUT) != 0 && !resend_pending()
+                                           : (channel_ && channel_->writable());
+  if (writable && !writes_held(fd)) ready |= POLLOUT;
   // Writing to a peer that closed: its RST is the kernel socket's news.
   if (peer_closed_ring()) ready |= static_cast<short>(kernel.revents & (POLLERR | POLLHUP));
   // POLLHUP once both directions are shut, the reading one by the peer's
