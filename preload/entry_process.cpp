@@ -7,6 +7,7 @@
 #include "core/stats.hpp"
 #include "preload/entry_common.hpp"
 #include "sock/stream_handoff.hpp"
+#include "sock/stats_publisher.hpp"
 #include "sock/stream_hooks.hpp"
 #include "vsock/vsock.h"
 
@@ -23,6 +24,7 @@ VSOCK_EXPORT pid_t fork(void) {
   int saved = errno;
   hold.release(pid == 0);
   if (pid > 0) core::stat_add(core::Stat::forks);
+  if (pid == 0) sock::stats_publisher_after_fork_child();
   errno = saved;
   return pid;
 }
@@ -40,6 +42,7 @@ VSOCK_EXPORT int daemon(int nochdir, int noclose) {
     if (!sys::in_library()) {
       preload::ErrnoKeeper keep;
       sock::adopt_inherited_listeners();
+      sock::stats_publisher_after_fork_child();
     }
   }
   return rc;
@@ -72,6 +75,7 @@ __attribute__((constructor)) void library_loaded() {
 
 __attribute__((destructor)) void library_unloading() {
   sock::finish_streams_at_exit();
+  sock::stats_publisher_remove();
   if (core::config().settings.stats) core::stats_print();
 }
 
