@@ -38,7 +38,7 @@ start_pair() {
   local name=$1
   shift
   rm -f "$work/stop-$name"
-  env LD_PRELOAD="$preload" "$@" python3 -u "$pair" pair "$work/stop-$name" ${MODE:-plain} >"$work/$name.out" 2>&1 &
+  env LD_PRELOAD="$preload" "$@" /usr/bin/python3 -u "$pair" pair "$work/stop-$name" ${MODE:-plain} >"$work/$name.out" 2>&1 &
   PID=$!
   pids+=("$PID")
   wait_for grep -q '^READY' "$work/$name.out" || { echo "FAIL: $name did not start: $(cat "$work/$name.out")"; exit 1; }

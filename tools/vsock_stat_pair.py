@@ -6,8 +6,9 @@ pair STOPFILE [fork|plain]: a loopback listener, a client and its accepted
   of its own), then waits for STOPFILE (60 s at most) and exits normally.
 server ADDR STOPFILE: an echo server (a thread per connection); prints
   "READY <port>"; exits 0 once STOPFILE exists (300 s at most).
-client ADDR PORT CONNECTIONS SECONDS: echoes 4 KiB messages on every
-  connection, in turn, for SECONDS; prints "ECHOED <bytes>".
+client ADDR PORT CONNECTIONS SECONDS: opens the connections, echoes one
+  4 KiB message on each, prints "CONNECTED", then echoes 4 KiB messages on
+  every connection in turn for SECONDS; prints "ECHOED <bytes>".
 """
 import os
 import socket
@@ -85,6 +86,11 @@ def client(addr, port, connections, seconds):
     socks = [socket.create_connection((addr, port)) for _ in range(connections)]
     message = b"m" * 4096
     echoed = 0
+    for s in socks:  # each connection carries data before the timed part
+        s.sendall(message)
+        recv_exactly(s, len(message))
+        echoed += len(message)
+    print("CONNECTED", flush=True)
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         for s in socks:
