@@ -6,9 +6,10 @@ pair STOPFILE [fork|plain]: a loopback listener, a client and its accepted
   of its own), then waits for STOPFILE (60 s at most) and exits normally.
 server ADDR STOPFILE: an echo server (a thread per connection); prints
   "READY <port>"; exits 0 once STOPFILE exists (300 s at most).
-client ADDR PORT CONNECTIONS SECONDS: opens the connections, echoes one
-  4 KiB message on each, prints "CONNECTED", then echoes 4 KiB messages on
-  every connection in turn for SECONDS; prints "ECHOED <bytes>".
+client ADDR PORT CONNECTIONS SECONDS [STOPFILE]: opens the connections,
+  echoes one 4 KiB message on each, prints "CONNECTED", then echoes 4 KiB
+  messages on every connection in turn for SECONDS or until STOPFILE
+  exists; prints "ECHOED <bytes>".
 """
 import os
 import socket
@@ -82,7 +83,7 @@ def server(addr, stop):
         threading.Thread(target=serve, args=(connection,), daemon=True).start()
 
 
-def client(addr, port, connections, seconds):
+def client(addr, port, connections, seconds, stop=None):
     socks = [socket.create_connection((addr, port)) for _ in range(connections)]
     message = b"m" * 4096
     echoed = 0
@@ -92,7 +93,7 @@ def client(addr, port, connections, seconds):
         echoed += len(message)
     print("CONNECTED", flush=True)
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (stop and os.path.exists(stop)):
         for s in socks:
             s.sendall(message)
             recv_exactly(s, len(message))
@@ -109,6 +110,7 @@ if __name__ == "__main__":
     elif kind == "server":
         server(sys.argv[2], sys.argv[3])
     elif kind == "client":
-        client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]))
+        client(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5]),
+               sys.argv[6] if len(sys.argv) > 6 else None)
     else:
         raise SystemExit("usage: see the docstring")

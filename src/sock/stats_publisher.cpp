@@ -143,24 +143,28 @@ bool create_segment() {
 }
 
 // The registry's walk takes a plain function: rows are collected here,
-// one per socket (dup'ed fds share a state).
+// one per socket. Only a socket open on several fds (dup) can come twice:
+// those alone are remembered and looked up.
 struct Collection {
   std::vector<core::SocketRecord> rows;
-  std::vector<std::pair<const SocketState*, uint64_t>> seen;
+  std::vector<std::pair<const SocketState*, uint64_t>> shared_seen;
   uint32_t sockets_seen = 0;
 };
 thread_local Collection* t_collection = nullptr;
 
 void collect(int fd, const SocketRef& ref) {
   Collection& c = *t_collection;
-  const std::pair<const SocketState*, uint64_t> key{ref.get(), ref->generation.load(std::memory_order_acquire)};
-  for (const auto& known : c.seen)
-    if (known == key) return;
-  c.seen.push_back(key);
+  if (ref->fds.load(std::memory_order_acquire) > 1) {
+    const std::pair<const SocketState*, uint64_t> key{ref.get(), ref->generation.load(std::memory_order_acquire)};
+    for (const auto& known : c.shared_seen)
+      if (known == key) return;
+    c.shared_seen.push_back(key);
+  }
   ++c.sockets_seen;
   if (c.rows.size() >= core::kSocketRows) return;
   core::SocketRecord row;
   if (report_socket(fd, ref, &row)) c.rows.push_back(row);
+  else VSOCK_LOG(kDebug, "stats: fd %d changed while it was read: no row", fd);
 }
 
 void publish(void* base, uint64_t count) {
@@ -175,6 +179,8 @@ void publish(void* base, uint64_t count) {
   info.published_unix_ns = unix_ns();
   info.sockets_seen = collection.sockets_seen;
   core::segment_publish(base, info, counters, collection.rows.data(), static_cast<uint32_t>(collection.rows.size()));
+  VSOCK_LOG(kDebug, "stats: publication %llu: %u sockets, %zu rows", static_cast<unsigned long long>(count),
+            collection.sockets_seen, collection.rows.size());
 }
 
 void run_publisher() {
@@ -254,7 +260,5 @@ void stats_publisher_remove() {
   if (g_path[0] != '\0' && g_owner_pid == current_pid()) ::unlink(g_path);
   g_path[0] = '\0';
 }
-
-const char* stats_publisher_path() { return g_path; }
 
 }  // namespace vsock::sock

@@ -19,7 +19,4 @@ void stats_publisher_after_fork_child();
 // Removes this process's segment (the library's destructor, at exit).
 void stats_publisher_remove();
 
-// Where this process's segment is, or "" (none: off, not yet, or failed).
-const char* stats_publisher_path();
-
 }  // namespace vsock::sock
