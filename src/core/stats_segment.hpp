@@ -27,6 +27,7 @@ constexpr uint32_t kSegmentVersion = 1;
 constexpr uint32_t kCounterNameSize = 32;    // bytes per name, NUL-padded
 constexpr uint32_t kSocketRows = 1024;       // rows in the table; more sockets are counted, not listed
 constexpr int kMinPublishGapMs = 100;        // the publisher's rate limit
+constexpr int kCreateDelayMs = 1000;         // a process publishes from ~1 s after its first socket
 
 // Where a socket's traffic goes now.
 enum class SocketPath : uint8_t { kKernel, kUpgrading, kRdma, kReverted, kListening, kFailed };

@@ -185,6 +185,12 @@ void publish(void* base, uint64_t count) {
 
 void run_publisher() {
   sys::ReentryGuard guard;  // our own open/read/close go straight to the kernel
+  // A process that lives less than this leaves no file behind, even when it
+  // ends by _exit() (fork children of servers often do): only exit()
+  // removes the segment, and each one is ~106 KiB of tmpfs.
+  timespec delay{core::kCreateDelayMs / 1000, (core::kCreateDelayMs % 1000) * 1'000'000L};
+  while (nanosleep(&delay, &delay) != 0 && errno == EINTR) {
+  }
   if (!create_segment()) return;
   void* base = g_base;  // only a fork child changes g_base, and this thread is not in it
   uint64_t count = 1;
@@ -224,7 +230,13 @@ void start_thread() {
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
-void lock_for_fork() { g_segment_lock.lock(); }
+void lock_for_fork() {
+  // A fork while another thread runs the configuration's one-time
+  // initialisation would leave the child waiting for it forever (its
+  // guard is taken); waiting here, before the fork, avoids that.
+  core::config();
+  g_segment_lock.lock();
+}
 void unlock_in_parent() { g_segment_lock.unlock(); }
 // The child has the parent's mapping (shared: a write would land in the
 // parent's segment) and no publisher thread: forget both.
@@ -240,6 +252,9 @@ void reset_in_child() {
 __attribute__((constructor)) void install_fork_handlers() {
   pthread_atfork(lock_for_fork, unlock_in_parent, reset_in_child);
 }
+// Also here, not only in the library's destructor: a program linked with
+// the library (the unit tests) removes its segment at exit too.
+__attribute__((destructor)) void remove_at_exit() { stats_publisher_remove(); }
 
 }  // namespace
 
