@@ -24,7 +24,6 @@ VSOCK_EXPORT pid_t fork(void) {
   int saved = errno;
   hold.release(pid == 0);
   if (pid > 0) core::stat_add(core::Stat::forks);
-  if (pid == 0) sock::stats_publisher_after_fork_child();
   errno = saved;
   return pid;
 }
@@ -42,7 +41,6 @@ VSOCK_EXPORT int daemon(int nochdir, int noclose) {
     if (!sys::in_library()) {
       preload::ErrnoKeeper keep;
       sock::adopt_inherited_listeners();
-      sock::stats_publisher_after_fork_child();
     }
   }
   return rc;

@@ -3,7 +3,7 @@
 pair STOPFILE [fork|plain]: a loopback listener, a client and its accepted
   socket in one process; 100000 bytes client->server, 5000 back; prints
   "READY <port>" and, with fork, "CHILD <pid>" (a child that opens a socket
-  of its own), then waits for STOPFILE (60 s at most) and exits normally.
+  of its own 1.5 s after the fork), then waits for STOPFILE (60 s at most) and exits normally.
 server ADDR STOPFILE: an echo server (a thread per connection); prints
   "READY <port>"; exits 0 once STOPFILE exists (300 s at most).
 client ADDR PORT CONNECTIONS SECONDS [STOPFILE]: opens the connections,
@@ -47,6 +47,7 @@ def pair(stop, mode):
     if mode == "fork":
         child = os.fork()
         if child == 0:
+            time.sleep(1.5)  # a child publishes from a socket made >= 1 s after the fork
             own = socket.socket()  # the child's first socket of its own
             wait_for(stop, 60)
             own.close()

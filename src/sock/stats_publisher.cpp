@@ -39,8 +39,8 @@ constexpr const char* kLibraryVersion = VSOCK_PUBLISHER_STR(VSOCK_VERSION_MAJOR)
 
 // 0: not started in this process; 1: started (or not wanted).
 std::atomic<int> g_started{0};
-// A publisher ran in this process (so a fork child should run one too).
-bool g_had_publisher = false;
+// In a fork child: when the fork happened (CLOCK_MONOTONIC ms), else 0.
+std::atomic<int64_t> g_forked_at_ms{0};
 
 // The segment: made by the thread, unlinked at exit, forgotten in a fork
 // child. g_segment_lock guards these fields only; publishing does not take
@@ -54,6 +54,12 @@ bool g_exiting = false;  // stats_publisher_remove() ran: make nothing new
 char g_path[512] = "";
 
 long current_pid() { return ::syscall(SYS_getpid); }
+
+int64_t monotonic_ms() {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  return int64_t{now.tv_sec} * 1000 + now.tv_nsec / 1'000'000;
+}
 
 int64_t unix_ns() {
   timespec now{};
@@ -216,7 +222,6 @@ void run_publisher() {
 }
 
 void start_thread() {
-  g_had_publisher = true;
   // The thread takes no signal: the application's handlers run on its own
   // threads, as without the library.
   sigset_t all, previous;
@@ -247,6 +252,7 @@ void reset_in_child() {
   g_owner_pid = 0;
   g_path[0] = '\0';
   g_started.store(0, std::memory_order_relaxed);
+  g_forked_at_ms.store(monotonic_ms(), std::memory_order_relaxed);
   g_segment_lock.unlock();
 }
 __attribute__((constructor)) void install_fork_handlers() {
@@ -260,13 +266,13 @@ __attribute__((destructor)) void remove_at_exit() { stats_publisher_remove(); }
 
 void stats_publisher_start() {
   if (g_started.load(std::memory_order_relaxed) != 0) return;
+  // A fork child starts its thread only at a socket made a while after
+  // the fork: one that execs or ends soon starts none.
+  const int64_t forked_at = g_forked_at_ms.load(std::memory_order_relaxed);
+  if (forked_at != 0 && monotonic_ms() - forked_at < core::kCreateDelayMs) return;
   if (g_started.exchange(1, std::memory_order_acq_rel) != 0) return;
   if (!core::config().settings.stats_shm) return;
   start_thread();
-}
-
-void stats_publisher_after_fork_child() {
-  if (g_had_publisher) stats_publisher_start();
 }
 
 void stats_publisher_remove() {
