@@ -7,6 +7,7 @@
 #include "core/stats.hpp"
 #include "preload/entry_common.hpp"
 #include "sock/stream_handoff.hpp"
+#include "sock/stats_publisher.hpp"
 #include "sock/stream_hooks.hpp"
 #include "vsock/vsock.h"
 
@@ -72,6 +73,7 @@ __attribute__((constructor)) void library_loaded() {
 
 __attribute__((destructor)) void library_unloading() {
   sock::finish_streams_at_exit();
+  sock::stats_publisher_remove();
   if (core::config().settings.stats) core::stats_print();
 }
 

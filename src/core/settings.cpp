@@ -58,7 +58,7 @@ bool is_power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 }  // namespace
 
 const char* const kSettingNames[] = {
-    "profile",  "log_level", "log_file",     "stats",        "device",       "tcp",
+    "profile",  "log_level", "log_file",     "stats",        "stats_shm",    "device",       "tcp",
     "udp",      "spin_us",   "inline_size",  "ring_size",    "sq_depth",     "rq_depth",
     "signal_every", "autocork", "nagle", "cq_mod_count", "cq_mod_us", "upgrade_timeout_ms", "peer_fail_cache_s",
 };
@@ -100,6 +100,7 @@ bool apply_setting(Settings* s, std::string_view name, std::string_view value, s
     return true;
   }
   if (name == "stats") return parse_bool(value, &s->stats, why);
+  if (name == "stats_shm") return parse_bool(value, &s->stats_shm, why);
   if (name == "autocork") return parse_bool(value, &s->autocork, why);
   if (name == "nagle") return parse_bool(value, &s->nagle, why);
   if (name == "tcp") return parse_mode(value, &s->tcp, why);

@@ -18,6 +18,7 @@ struct Settings {
   LogLevel log_level = LogLevel::kWarn;
   std::string log_file;          // empty: stderr
   bool stats = false;            // print counters at exit
+  bool stats_shm = true;         // publish counters for vsock-stat (core/stats_segment.hpp)
   std::string device;            // empty: first active verbs device
   OffloadMode tcp = OffloadMode::kOffload;
   OffloadMode udp = OffloadMode::kOffload;

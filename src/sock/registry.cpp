@@ -12,6 +12,7 @@
 #include "sock/stream_hooks.hpp"
 #include "core/stats.hpp"
 #include "sock/fd_table.hpp"
+#include "sock/stats_publisher.hpp"
 
 namespace vsock::sock {
 namespace {
@@ -111,6 +112,7 @@ bool is_offload_candidate(int domain, int type, int protocol) {
 
 SocketRef register_socket(int fd, int domain, int type, int protocol, SocketRole role) {
   core::report_config_problems();
+  stats_publisher_start();  // the first socket of the process: publish for vsock-stat
   int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (!is_offload_candidate(domain, type, protocol)) {
     core::stat_add(core::Stat::other_sockets);

@@ -41,6 +41,8 @@
 
 namespace vsock::sock {
 
+struct StreamSnapshot;  // socket_report.hpp
+
 class StreamSocket {
  public:
   StreamSocket(UpgradeRole role, uint64_t nonce);
@@ -219,6 +221,10 @@ class StreamSocket {
   void abandon_in_child();
   // The engine: a peer's Revert left bytes to write on TCP.
   bool resend_pending() const { return !resend_.empty(); }
+
+  // For vsock-stat: where the connection stands and what it moved, taken
+  // under the lock (defined in socket_report.cpp; never on the data path).
+  void snapshot(StreamSnapshot* out);
 
  private:
   // Takes mu_. A thread that finds it held says so in lock_waiters_ while

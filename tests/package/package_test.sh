@@ -2,7 +2,7 @@
 # The Debian package end to end: build it from a copy of the tree with
 # dpkg-buildpackage (build/ is not touched), lintian (no errors; warnings are
 # printed), dpkg -i, a preloaded TCP pair run from the installed files only,
-# the man pages rendered, vsock-info's verdict, then dpkg --purge and a check
+# the man pages rendered, vsock-stat on the running pair, vsock-info's verdict, then dpkg --purge and a check
 # that nothing is left. Usage: package_test.sh SOURCE_DIR
 set -uo pipefail
 src=$(cd "$1" && pwd)
@@ -59,8 +59,9 @@ check "lintian: no errors ($(grep -c '^W: ' "$work/lintian.log") warnings)" $?
 # 3. The files, where Debian wants them.
 multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 contents=$(dpkg-deb -c "$deb")
-for path in ./usr/lib/$multiarch/libvsock.so ./usr/bin/vsock-run ./usr/bin/vsock-info ./etc/libvsock.conf \
-  ./usr/share/man/man1/vsock-run.1.gz ./usr/share/man/man1/vsock-info.1.gz ./usr/share/man/man7/libvsock.7.gz; do
+for path in ./usr/lib/$multiarch/libvsock.so ./usr/bin/vsock-run ./usr/bin/vsock-info ./usr/bin/vsock-stat \
+  ./etc/libvsock.conf ./usr/share/man/man1/vsock-run.1.gz ./usr/share/man/man1/vsock-info.1.gz \
+  ./usr/share/man/man1/vsock-stat.1.gz ./usr/share/man/man7/libvsock.7.gz; do
   grep -q " $path\$" <<<"$contents"; check "libvsock holds $path" $?
 done
 dev_contents=$(dpkg-deb -c "$dev")
@@ -78,7 +79,7 @@ cmp -s "$src/conf/libvsock.conf" /etc/libvsock.conf; check "/etc/libvsock.conf i
 [ "$(pkg-config --variable=preload libvsock)" = "/usr/lib/$multiarch/libvsock.so" ]
 check "pkg-config --variable=preload libvsock" $?
 # Rendered from the installed package (man's own lookup, not a path).
-for page in 1/vsock-run 1/vsock-info 7/libvsock; do
+for page in 1/vsock-run 1/vsock-info 1/vsock-stat 7/libvsock; do
   err=$(MANWIDTH=80 man --warnings "${page%/*}" "${page#*/}" 2>&1 >"$work/man.txt")
   [ -z "$err" ] && grep -q "^NAME" "$work/man.txt"; check "man ${page#*/}(${page%/*}) renders without warnings${err:+: $err}" $?
 done
@@ -94,6 +95,14 @@ preload=$(cd / && "${clean_env[@]}" /usr/bin/vsock-run sh -c 'echo $LD_PRELOAD')
 server=$!
 for _ in $(seq 100); do [ -s "$work/server.out" ] && break; sleep 0.1; done
 port=$(head -1 "$work/server.out")
+# The installed vsock-stat sees the waiting server (vsock-run execs it: same pid).
+for _ in $(seq 50); do
+  (cd / && "${clean_env[@]}" /usr/bin/vsock-stat --once --json -p "$server") >"$work/stat.json" 2>&1 && break
+  sleep 0.1
+done
+python3 -c 'import json,sys; [p]=json.load(open(sys.argv[1]))["processes"]; sys.exit(0 if p["pid"] == int(sys.argv[2]) and any(r["role"] == "listener" for r in p["sockets"]) else 1)' \
+  "$work/stat.json" "$server"
+check "installed vsock-stat shows the server and its listener" $?
 (cd / && timeout 60 "${clean_env[@]}" /usr/bin/vsock-run --stats -- python3 "$work/echo_pair.py" client "$port") \
   >"$work/client.out" 2>"$work/client.err"
 status=$?
@@ -121,7 +130,7 @@ status=$?
 [ $status = 0 ] && installed=0
 check "dpkg --purge (exit $status)" $status
 left=""
-for path in /usr/lib/$multiarch/libvsock.so /usr/bin/vsock-run /usr/bin/vsock-info /etc/libvsock.conf \
+for path in /usr/lib/$multiarch/libvsock.so /usr/bin/vsock-run /usr/bin/vsock-info /usr/bin/vsock-stat /etc/libvsock.conf \
   /usr/include/vsock /usr/lib/$multiarch/pkgconfig/libvsock.pc /usr/share/man/man7/libvsock.7.gz; do
   [ -e "$path" ] && left="$left $path"
 done
