@@ -21,15 +21,20 @@ void mark_all_shared() {
 
 // The fork copies the map under the lock; both processes now share every
 // board's listener.
-void before_fork() { g_lock.lock(); }
-void in_parent() {
+// A fork counts from its start: the side-band thread runs on while the
+// fork copies memory (milliseconds for a large process), and one that
+// looked at the count then and claimed a socket for this process would
+// race the child, which copied the socket unclaimed.
+void before_fork() {
   g_forks.fetch_add(1);
+  g_lock.lock();
+}
+void in_parent() {
   mark_all_shared();
   g_lock.unlock();
 }
 void in_child() {
   new (&g_lock) std::mutex();  // the parent's other threads are gone
-  g_forks.fetch_add(1);
   mark_all_shared();
 }
 

@@ -15,8 +15,8 @@ namespace vsock::sock {
 void remember_listener_board(const SocketState* listener, std::shared_ptr<RendezvousBoard> board);
 std::shared_ptr<RendezvousBoard> listener_board(const SocketState* listener);
 void forget_listener_board(const SocketState* listener);
-// Bumped by every fork() (in both processes): a socket accepted before
-// the latest fork may be served by the other process.
+// Bumped by every fork() as it starts (the child inherits the new value): a
+// socket accepted before the latest fork may be served by the other process.
 uint64_t fork_generation();
 // Every board this process knows (its listening sockets').
 std::vector<std::shared_ptr<RendezvousBoard>> all_listener_boards();
