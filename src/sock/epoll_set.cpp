@@ -206,7 +206,9 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
       ++n;
       if (entry.event.events & EPOLLONESHOT) entry.disabled = true;
     }
-    if (n < max) {
+    // The kernel's own fds: on the first look, then every few (a system
+    // call each time), and always once the spin ends (the sleep).
+    if (n < max && (!spinning || spin.checkpoint())) {
       int kernel = sys::real().epoll_wait(epfd, events + n, max - n, 0);
       if (kernel > 0) n += drop_marker_events(*view, events + n, kernel);
     }

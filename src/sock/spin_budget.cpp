@@ -37,4 +37,6 @@ bool SpinBudget::next() {
   return true;
 }
 
+bool SpinBudget::checkpoint() const { return looks_ % kLooksPerCheck == 0; }
+
 }  // namespace vsock::sock

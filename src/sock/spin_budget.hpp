@@ -13,6 +13,10 @@
 //     returns at once.
 //   - the clock is read only every few looks (looks are cheaper than
 //     clock_gettime on some machines and emulators).
+//   - a wait that also watches kernel fds (poll over a mixed set, epoll)
+//     asks the kernel only on the first look and every few looks after,
+//     with the yield (checkpoint()): a kernel look is a system call, and
+//     the upgraded sockets' looks are not. The sleep watches both.
 #pragma once
 #include <cstdint>
 
@@ -26,6 +30,9 @@ class SpinBudget {
   // Call after a look that found nothing: true to look again, false when
   // the budget (or the deadline) is spent.
   bool next();
+  // True on the first look and on every look that follows a yield: the
+  // looks on which a waiter also asks the kernel about its fds.
+  bool checkpoint() const;
 
  private:
   int64_t end_us_;

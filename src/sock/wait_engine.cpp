@@ -70,7 +70,9 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
     // The stream sockets, from the library; then the kernel's fds without
     // waiting — under the caller's sigmask when nothing is ready yet, so a
     // signal it unblocks ends even a zero-timeout call with EINTR, as the
-    // kernel's ppoll.
+    // kernel's ppoll. The kernel is asked on the first look and then every
+    // few looks of the spin (a system call each time; the sleep watches
+    // its fds too).
     int ready = 0;
     for (nfds_t i = 0; i < count; ++i) kernel[i].revents = 0;
     for (const Managed& m : managed) {
@@ -78,9 +80,12 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
       ready += fds[m.index].revents != 0;
     }
     for (const std::shared_ptr<EpollView>& view : views) observe_view(*view, nullptr);
-    const timespec now{0, 0};
-    int rc = sys::real().ppoll(kernel.data(), count, &now, ready > 0 ? nullptr : mask);
-    if (rc < 0) return -1;
+    int rc = 0;
+    if (!spinning || spin.checkpoint()) {
+      const timespec now{0, 0};
+      rc = sys::real().ppoll(kernel.data(), count, &now, ready > 0 ? nullptr : mask);
+      if (rc < 0) return -1;
+    }
     for (nfds_t i = 0; i < count; ++i) {
       if (kernel[i].fd < 0 && fds[i].fd >= 0) continue;  // a stream socket's
       fds[i].revents = kernel[i].revents;

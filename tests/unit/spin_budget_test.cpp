@@ -39,5 +39,19 @@ TEST(SpinBudget, DeadlineCapsTheBudget) {
   EXPECT_LT(spin_out(spin), 1000000);
 }
 
+TEST(SpinBudget, KernelLooksOnTheFirstLookAndThenEveryFewLooks) {
+  SpinBudget spin(10'000'000, -1);
+  EXPECT_TRUE(spin.checkpoint());  // the first look asks the kernel too
+  int checkpoints = 0;
+  const int looks = 160;
+  for (int i = 0; i < looks; ++i) {
+    ASSERT_TRUE(spin.next());
+    checkpoints += spin.checkpoint();
+  }
+  // One in every few looks, not none and not all.
+  EXPECT_GT(checkpoints, 0);
+  EXPECT_LT(checkpoints, looks / 4);
+}
+
 }  // namespace
 }  // namespace vsock::sock
