@@ -5,18 +5,23 @@
 //   - the spin lasts at most the profile's spin_us, and never past the
 //     caller's deadline: a wait whose deadline has come (timeout 0) does not
 //     spin at all, and no wait spins without bound;
-//   - between two looks the CPU is told we spin (pause), and every few looks
-//     the thread offers its CPU to whatever else is runnable there
-//     (sched_yield): when both ends of a connection share one CPU the peer
-//     cannot answer while we spin, so a spin without a yield costs up to a
-//     scheduler time slice per message. Alone on its CPU, sched_yield
-//     returns at once.
+//   - between two looks the CPU is told we spin (pause); but when both ends
+//     of a connection share one CPU the peer cannot answer while we spin,
+//     so a spin that keeps the CPU costs up to its whole budget per
+//     message. The spin learns, per thread, whether it shares its CPU: it
+//     now and then yields (sched_yield) and asks the kernel whether
+//     another thread ran meanwhile (getrusage: a context switch of ours).
+//     If one did, it yields at every look, checking every few yields that
+//     someone still takes the CPU; if not, it yields only at those rare
+//     probes (a yield is a system call; alone on its CPU it returns at
+//     once and buys nothing). A thread pinned to one CPU starts out
+//     assuming it shares it.
 //   - the clock is read only every few looks (looks are cheaper than
 //     clock_gettime on some machines and emulators).
 //   - a wait that also watches kernel fds (poll over a mixed set, epoll)
-//     asks the kernel only on the first look and every few looks after,
-//     with the yield (checkpoint()): a kernel look is a system call, and
-//     the upgraded sockets' looks are not. The sleep watches both.
+//     asks the kernel only on the first look and every few looks after
+//     (checkpoint()): a kernel look is a system call, and the upgraded
+//     sockets' looks are not. The sleep watches both.
 #pragma once
 #include <cstdint>
 
@@ -33,6 +38,9 @@ class SpinBudget {
   // True on the first look and on every look that follows a yield: the
   // looks on which a waiter also asks the kernel about its fds.
   bool checkpoint() const;
+  // Whether this thread's spins yield at every look (they found that it
+  // shares its CPU with a thread that is waiting to run).
+  static bool yields_every_look();
 
  private:
   int64_t end_us_;

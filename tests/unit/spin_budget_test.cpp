@@ -3,6 +3,11 @@
 #include "sock/spin_budget.hpp"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <thread>
 
 #include "core/clock.hpp"
 
@@ -51,6 +56,50 @@ TEST(SpinBudget, KernelLooksOnTheFirstLookAndThenEveryFewLooks) {
   // One in every few looks, not none and not all.
   EXPECT_GT(checkpoints, 0);
   EXPECT_LT(checkpoints, looks / 4);
+}
+
+// Pins the calling thread to `cpu`; false if it cannot.
+bool pin_to(int cpu) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  return ::pthread_setaffinity_np(::pthread_self(), sizeof set, &set) == 0;
+}
+
+// Spins (budget `us` each) until `done` says so or `spins` run out.
+template <typename Done>
+bool spin_until(Done done, int spins, uint32_t us) {
+  for (int i = 0; i < spins; ++i) {
+    SpinBudget spin(us, -1);
+    while (spin.next()) {
+    }
+    if (done()) return true;
+  }
+  return false;
+}
+
+// Alone on its CPU a spin stops yielding; with a runnable thread beside it
+// on the same CPU it yields at every look; alone again, it stops. (Each
+// phase is bounded; on a loaded machine another process on the CPU may
+// also count as sharing it, so only the pinned-together phase must find
+// sharing, and the alone phases get many tries.)
+TEST(SpinBudget, YieldsAtEveryLookOnlyWhileAnotherThreadWantsItsCpu) {
+  std::thread([] {
+    if (!pin_to(0)) GTEST_SKIP() << "cannot pin to CPU 0";
+    EXPECT_TRUE(SpinBudget::yields_every_look());  // pinned to one CPU: assumed shared at first
+    const bool alone_first = spin_until([] { return !SpinBudget::yields_every_look(); }, 2000, 200);
+    std::atomic<bool> stop{false};
+    std::thread busy([&] {
+      pin_to(0);
+      while (!stop.load(std::memory_order_relaxed)) ::sched_yield();
+    });
+    const bool shared = spin_until([] { return SpinBudget::yields_every_look(); }, 2000, 200);
+    stop.store(true);
+    busy.join();
+    const bool alone_again = spin_until([] { return !SpinBudget::yields_every_look(); }, 2000, 200);
+    EXPECT_TRUE(shared);
+    EXPECT_TRUE(alone_first || alone_again) << "never found itself alone on its CPU";
+  }).join();
 }
 
 }  // namespace
