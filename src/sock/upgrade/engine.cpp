@@ -1,0 +1,309 @@
+// The side band's engine: its thread (rdma_cm events, timers), the sockets
+// it tracks and drains at close, and the one engine of the process.
+#include "sock/upgrade/engine.hpp"
+
+namespace vsock::sock::side_band {
+
+uint64_t random_nonce() {
+  uint64_t nonce = 0;
+  while (::getrandom(&nonce, sizeof nonce, 0) != static_cast<ssize_t>(sizeof nonce) || nonce == 0) {
+  }
+  return nonce;
+}
+
+std::unique_ptr<StreamChannel> Engine::new_channel() {
+  core::Result<StreamChannel> made = StreamChannel::create(device_, StreamConfig::from_settings(settings_));
+  if (!made) return nullptr;
+  return std::make_unique<StreamChannel>(std::move(made.value()));
+}
+
+void Engine::wake() {
+  uint64_t one = 1;
+  (void)!sys::real().write(wake_fd_, &one, sizeof one);
+}
+
+void Engine::track(StreamSocket* stream, int64_t deadline_ms) {
+  stream->retain();
+  tracked_.push_back(Tracked{stream, deadline_ms, 0});
+}
+
+Tracked* Engine::tracked_entry(StreamSocket* stream) {
+  auto it = std::find_if(tracked_.begin(), tracked_.end(), [&](const Tracked& t) { return t.stream == stream; });
+  return it == tracked_.end() ? nullptr : &*it;
+}
+
+void Engine::untrack(StreamSocket* stream) {
+  auto it = std::find_if(tracked_.begin(), tracked_.end(), [&](const Tracked& t) { return t.stream == stream; });
+  if (it == tracked_.end()) return;
+  tracked_.erase(it);
+  stream->release();
+}
+
+// --------------------------------------------------------- the thread --
+
+void Engine::dispatch(const rdma::CmEvent& event) {
+  for (auto& [key, listener] : listeners_) {
+    for (const std::unique_ptr<EarlyUpgrade>& early : listener->early) {
+      if (!early->answered.connection.owns(event)) continue;
+      early->answered.connection.on_event(event);
+      return;
+    }
+    if (!listener->cm.owns(event)) continue;
+    if (event.type == RDMA_CM_EVENT_CONNECT_REQUEST) on_request(*listener, event);
+    return;
+  }
+  for (const Tracked& tracked : tracked_) {
+    StreamSocket* stream = tracked.stream;
+    std::unique_lock<std::mutex> stream_held = stream->lock();
+    if (stream->connector().owns(event)) {
+      on_connector_event(stream, event);
+      return;
+    }
+    if (stream->connection().owns(event)) {
+      on_connection_event(stream, event);
+      return;
+    }
+  }
+  VSOCK_LOG(kDebug, "rdma_cm event %s for no one", rdma::cm_event_name(event.type));
+}
+
+void Engine::check_timers() {
+  const int64_t now = core::monotonic_ms();
+  retry_adoptions();
+  close_lingering(0);
+  claim_unused();
+  for (auto& [key, listener] : listeners_) {
+    Expired expired = listener->matcher.expire(static_cast<uint64_t>(now));
+    for (uint64_t handle : expired.rejected_handles) {
+      auto it = listener->requests.find(handle);
+      if (it == listener->requests.end()) continue;
+      reject(*listener, it->second.event, it->second.request.nonce, wire::RejectReason::kConnection);
+      listener->requests.erase(it);
+    }
+    redirect_claimed(*listener);
+    for (int fd : expired.tcp_fds) {
+      auto it = listener->sockets.find(fd);
+      if (it == listener->sockets.end()) continue;
+      it->second->fall_back_now(FallbackReason::kDeclined, "no upgrade request came");
+      it->second->release();
+      listener->sockets.erase(it);
+    }
+  }
+  for (auto& [key, listener] : listeners_) {
+    auto& early = listener->early;
+    early.erase(std::remove_if(early.begin(), early.end(),
+                               [&](const std::unique_ptr<EarlyUpgrade>& e) {
+                                 return now - e->since_ms >= settle_ms();
+                               }),
+                early.end());
+  }
+  for (size_t i = 0; i < tracked_.size();) {
+    StreamSocket* stream = tracked_[i].stream;
+    bool drop = false;
+    {
+      std::unique_lock<std::mutex> stream_held = stream->lock();
+      if (stream->connector().outcome() == rdma::CmOutcome::kPending &&
+          stream->upgrade().phase() == UpgradePhase::kConnecting && !stream->awaiting_first_write()) {
+        if (stream->connector().check_deadline() != rdma::CmOutcome::kPending) finish_connect(stream);
+      }
+      check_first_write(tracked_[i], now);
+      // The switch goes on while the application does not touch the
+      // socket: the Bound, the Switch and the reply to it are taken here.
+      if (switch_in_progress(stream)) stream->progress_locked();
+      // Small writes held back (Nagle, autocork) while the application is
+      // busy elsewhere go out once the completion they wait for is in and
+      // the coalescing window has passed.
+      if (stream->holds_data_locked()) stream->progress_locked();
+      UpgradePhase phase = stream->upgrade().phase();
+      if (tracked_[i].deadline_ms != 0 && now >= tracked_[i].deadline_ms && phase != UpgradePhase::kSwitched &&
+          phase != UpgradePhase::kFailed && !stream->kernel_only()) {
+        tracked_[i].deadline_ms = 0;
+        if (stream->upgrade().cm_established()) {
+          // The peer never switched (its process stopped?): nothing can be
+          // in our ring yet unless committed, then the state machine resets.
+          stream_held.unlock();
+          stream->fall_back_now(FallbackReason::kTimeout, "the peer's Switch never came");
+          stream_held.lock();
+        } else {
+          stream->apply(stream->upgrade().on(UpgradeEvent::kCmTimeout));
+        }
+      }
+      drop = stream->kernel_only();
+    }
+    if (drop) {
+      tracked_.erase(tracked_.begin() + static_cast<long>(i));
+      stream->release();
+      continue;
+    }
+    ++i;
+  }
+  for (size_t i = 0; i < closing_.size();) {
+    StreamSocket* stream = closing_[i].stream;
+    if (stream->close_finished() || now >= closing_[i].deadline_ms) {
+      closing_.erase(closing_.begin() + static_cast<long>(i));
+      untrack(stream);
+      stream->release();  // the closing list's reference: tears the connection down
+      continue;
+    }
+    ++i;
+  }
+}
+
+// rdma_cm is up but a Switch is still to come or to answer: messages only
+// the queue pair reports (no cm event wakes the thread for them).
+bool Engine::switch_in_progress(StreamSocket* stream) {
+  if (stream->kernel_only()) return false;
+  // A peer's Revert gave bytes back to write on TCP: written here too, as
+  // the kernel would send them while the application does something else.
+  if (stream->resend_pending()) return true;
+  const UpgradeState& state = stream->upgrade();
+  return state.cm_established() && state.phase() == UpgradePhase::kEstablished;
+}
+
+int Engine::next_timeout_ms() {
+  clear_held_data_note();  // before looking: a writer that holds data after this wakes us
+  if (!closing_.empty()) return kDrainPollMs;
+  int64_t now = core::monotonic_ms();
+  int64_t soonest = now + 1000;
+  bool waiting = false;
+  for (auto& [key, listener] : listeners_)
+    waiting = waiting || listener->matcher.waiting_requests() > 0 || listener->matcher.waiting_sockets() > 0 ||
+              !listener->early.empty();
+  if (waiting) soonest = std::min<int64_t>(soonest, now + 50);
+  for (auto& [key, listener] : listeners_)
+    if (!listener->requests.empty() && listener->board && listener->board->shared())
+      soonest = std::min<int64_t>(soonest, now + kBoardPollMs);
+  if (!adoptions_.empty()) soonest = std::min<int64_t>(soonest, now + kAdoptPollMs);
+  for (const Unclaimed& entry : unclaimed_) soonest = std::min(soonest, entry.since_ms + kClaimWindowMs);
+  for (const Tracked& tracked : tracked_) {
+    if (tracked.deadline_ms != 0) soonest = std::min(soonest, tracked.deadline_ms);
+    std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
+    if (switch_in_progress(tracked.stream)) soonest = std::min<int64_t>(soonest, now + kSwitchPollMs);
+    if (tracked.stream->holds_data_locked()) soonest = std::min<int64_t>(soonest, now + kHeldDataPollMs);
+    if (tracked.stream->awaiting_first_write()) soonest = std::min<int64_t>(soonest, now + kFirstWritePollMs);
+    if (tracked.stream->connector().outcome() == rdma::CmOutcome::kPending &&
+        tracked.stream->upgrade().phase() == UpgradePhase::kConnecting && !tracked.stream->awaiting_first_write())
+      soonest = std::min<int64_t>(soonest, now + tracked.stream->connector().remaining_ms());
+  }
+  return static_cast<int>(std::max<int64_t>(0, soonest - now));
+}
+
+void Engine::run() {
+  sys::ReentryGuard guard;  // everything this thread calls goes straight to libc
+  for (;;) {
+    int timeout;
+    {
+      std::lock_guard<std::mutex> held(mu_);
+      timeout = next_timeout_ms();
+    }
+    pollfd fds[2] = {{channel_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    sys::real().poll(fds, 2, timeout);
+    if (fds[1].revents & POLLIN) {
+      uint64_t value;
+      (void)!sys::real().read(wake_fd_, &value, sizeof value);
+    }
+    std::lock_guard<std::mutex> held(mu_);
+    for (int i = 0; i < 64; ++i) {
+      core::Result<rdma::CmEvent> event = channel_.next_event(0);
+      if (!event) break;
+      dispatch(event.value());
+    }
+    check_timers();
+  }
+}
+
+// ----------------------------------------------------------------- closing --
+
+void Engine::drop_waiting_socket(StreamSocket* stream) {
+  for (auto& [key, listener] : listeners_) {
+    for (auto it = listener->sockets.begin(); it != listener->sockets.end(); ++it) {
+      if (it->second != stream) continue;
+      listener->matcher.remove_socket(it->first);
+      listener->sockets.erase(it);
+      stream->release();
+      return;
+    }
+  }
+}
+
+void Engine::on_closed(StreamSocket* stream, bool drain) {
+  std::lock_guard<std::mutex> held(mu_);
+  drop_waiting_socket(stream);
+  for (auto it = unclaimed_.begin(); it != unclaimed_.end(); ++it) {
+    if (it->stream != stream) continue;
+    unclaimed_.erase(it);
+    stream->release();
+    break;
+  }
+  if (!drain) {
+    untrack(stream);
+    return;
+  }
+  stream->retain();
+  closing_.push_back(Closing{stream, core::monotonic_ms() + kCloseDrainMs});
+  wake();
+}
+
+}  // namespace vsock::sock::side_band
+
+namespace vsock::sock {
+namespace {
+
+using side_band::Engine;
+
+Engine* g_engine = nullptr;
+std::mutex g_engine_lock;
+bool g_engine_failed = false;
+
+// A child of fork() has none of the parent's threads: it starts its own
+// engine when it needs one. The parent's objects are left alone (their
+// rdma_cm and verbs handles are the parent's).
+void forget_engine_in_child() {
+  set_held_data_waker(nullptr, nullptr);
+  if (g_engine != nullptr) g_engine->close_fds_in_child();
+  new (&g_engine_lock) std::mutex();
+  g_engine = nullptr;
+  g_engine_failed = false;
+}
+
+__attribute__((constructor)) void install_engine_fork_handler() {
+  pthread_atfork(nullptr, nullptr, forget_engine_in_child);
+}
+
+}  // namespace
+
+UpgradeEngine* running_upgrade_engine() {
+  std::lock_guard<std::mutex> held(g_engine_lock);
+  return g_engine;
+}
+
+UpgradeEngine* upgrade_engine() {
+  std::lock_guard<std::mutex> held(g_engine_lock);
+  if (g_engine != nullptr || g_engine_failed) return g_engine;
+  g_engine_failed = true;
+  rdma::Device* device = offload_device();
+  if (device == nullptr) return nullptr;
+  sys::ReentryGuard guard;
+  core::Result<rdma::CmEventChannel> channel = rdma::CmEventChannel::create();
+  if (!channel) return nullptr;
+  int wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (wake_fd < 0) return nullptr;
+  // Never destroyed: sockets may be closed by static destructors at exit.
+  Engine* engine = new Engine(*device, std::move(channel.value()), wake_fd);
+  // The thread takes no signal: the application's handlers must run on its
+  // own threads, interrupting their calls as the kernel would.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  std::thread thread([engine] { engine->run(); });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  thread.detach();
+  set_held_data_waker([](void* context) { static_cast<Engine*>(context)->wake(); }, engine);
+  g_engine = engine;
+  g_engine_failed = false;
+  return g_engine;
+}
+
+uint64_t new_nonce() { return side_band::random_nonce(); }
+
+}  // namespace vsock::sock

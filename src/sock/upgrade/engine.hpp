@@ -1,0 +1,295 @@
+// The side band's engine, inside (sock/upgrade_engine.hpp says what it
+// does for the rest of the library): its bookkeeping types and the Engine
+// class. Its member functions live in one file per job:
+//   engine.cpp            the thread and its timers, closing, the process's engine
+//   engine_client.cpp     a connecting socket's request, redirects, "after data"
+//   engine_listeners.cpp  listeners and the sockets accept() returns from them
+//   engine_requests.cpp   requests that arrive, their answers, early upgrades
+//   engine_claims.cpp     shared listeners: claims, the rendezvous listener, adoption
+#pragma once
+#include "sock/upgrade_engine.hpp"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/clock.hpp"
+#include "core/config.hpp"
+#include "core/log.hpp"
+#include "core/stats.hpp"
+#include "rdma/cm_event_channel.hpp"
+#include "rdma/cm_listener.hpp"
+#include "rdma/cm_qp.hpp"
+#include "rdma/device.hpp"
+#include "sock/held_data_watch.hpp"
+#include "sock/offload_policy.hpp"
+#include "sock/peer_failure_cache.hpp"
+#include "sock/stream_config.hpp"
+#include "sock/tcp_lookup.hpp"
+#include "sock/upgrade/listener_boards.hpp"
+#include "sock/upgrade/process_liveness.hpp"
+#include "sock/upgrade_matcher.hpp"
+#include "sock/wire/reject_message.hpp"
+#include "sock/wire/upgrade_accept.hpp"
+#include "sock/wire/upgrade_request.hpp"
+#include "sys/real_calls.hpp"
+#include "sys/reentry_guard.hpp"
+namespace vsock::sock::side_band {
+
+
+constexpr size_t kMatcherCapacity = 1024;
+constexpr size_t kPeerCacheCapacity = 256;
+// Requests answered before accept() (their connection still in the kernel's
+// backlog) that one listener holds at most; each holds a channel (rings,
+// queue pair). Beyond it a request waits for accept() as the matcher says.
+constexpr size_t kEarlyCapacity = 32;
+// A closed connection's data and FIN get this long to reach the peer.
+constexpr int64_t kCloseDrainMs = 10000;
+// How often the thread looks at connections it is draining.
+constexpr int kDrainPollMs = 2;
+// How often the thread polls connections between rdma_cm's ESTABLISHED and
+// the switch (only the queue pair reports Bound and Switch).
+constexpr int kSwitchPollMs = 5;
+// How often a listener shared with other processes looks at its board for
+// the claims of requests it holds (the claim comes with the first use of
+// the socket in the process that serves it).
+constexpr int kBoardPollMs = 2;
+// A redirected request is redirected once: a second redirect is refused.
+constexpr int kMaxRedirects = 1;
+// How long a process that inherited a listener waits for the owner it
+// replaces (a daemon()'s parent on its way out) to release the port.
+constexpr int64_t kAdoptMs = 5000;
+constexpr int kAdoptPollMs = 10;
+// How long the listener's own process leaves a socket it accepted to be
+// claimed by first use (here or in a process it forks) before it claims
+// it itself.
+constexpr int64_t kClaimWindowMs = 50;
+// How often it looks at connections that hold back small writes (Nagle,
+// autocork) the application has not flushed: the kernel sends what Nagle
+// held when the ACK comes; this is the bound on the extra delay here.
+constexpr int kHeldDataPollMs = 2;
+// How often a client asked for its first bytes (Reject kAfterData) looks
+// whether the application wrote them.
+constexpr int kFirstWritePollMs = 2;
+
+uint64_t random_nonce();
+// An accepted socket's two ends, as the kernel names them.
+struct SocketNames {
+  sockaddr_storage local{}, peer{};
+  socklen_t local_len = sizeof local, peer_len = sizeof peer;
+  const sockaddr* local_addr() const { return reinterpret_cast<const sockaddr*>(&local); }
+  const sockaddr* peer_addr() const { return reinterpret_cast<const sockaddr*>(&peer); }
+};
+
+// getsockname() and getpeername() of `fd`; false if either fails.
+bool read_names(int fd, SocketNames* names);
+
+
+// TCP_DEFER_ACCEPT on a listener: accept() returns a connection only once
+// its first data came (Apache's default on Linux).
+bool defers_accept(int listen_fd);
+// A stream the engine holds a reference to.
+struct Tracked {
+  StreamSocket* stream;
+  int64_t deadline_ms;  // the upgrade must have settled by then (0: none)
+  int redirects;        // client: how often the request was redirected
+  // client: the server asked for our first bytes (Reject kAfterData); the
+  // request goes again once they are written, until then at most (0: not
+  // asked).
+  int64_t first_write_deadline_ms = 0;
+};
+
+struct Closing {
+  StreamSocket* stream;
+  int64_t deadline_ms;
+};
+
+// A request accepted while its TCP connection was still in the kernel's
+// backlog, waiting here for accept() to return its socket. The client
+// writes on TCP until our Bound (sent once the socket is ours), so one that
+// accept() never returns here — e.g. a forked worker accepted it — is
+// simply disconnected after a while and that client stays on TCP.
+// A request answered with a fresh channel (UpgradeAccept names its ring).
+struct Answered {
+  std::unique_ptr<StreamChannel> channel;
+  rdma::CmConnection connection;  // declared after the channel: torn down first
+};
+
+struct EarlyUpgrade {
+  int64_t since_ms;
+  wire::UpgradeRequest request;
+  Answered answered;
+};
+
+// A request waiting for its socket: the rdma_cm event to answer and what
+// it asked for.
+struct HeldRequest {
+  rdma::CmEvent event;
+  wire::UpgradeRequest request;
+};
+
+// A TCP listener's rdma_cm side (fd >= 0), or the process's rendezvous
+// listener (fd -1): where requests redirected to this process arrive for
+// the sockets it claimed from listeners other processes own.
+struct Listener {
+  int fd = -1;
+  bool rendezvous = false;
+  rdma::CmListener cm;
+  std::shared_ptr<RendezvousBoard> board;  // TCP listeners: may be null
+  UpgradeMatcher matcher{kMatcherCapacity, 0};
+  std::map<uint64_t, HeldRequest> requests;  // waiting requests by handle (their cm id)
+  std::map<int, StreamSocket*> sockets;         // accepted sockets waiting for their request (retained)
+  std::vector<std::unique_ptr<EarlyUpgrade>> early;  // oldest first
+  // The TCP listener was closed: the rdma_cm side stays until the sockets
+  // it accepted have had their requests (a server that closes its listener
+  // right after accept()), settle_ms() at most (0: open).
+  int64_t closed_ms = 0;
+};
+class Engine final : public UpgradeEngine {
+ public:
+  Engine(const rdma::Device& device, rdma::CmEventChannel channel, int wake_fd)
+      : device_(device),
+        channel_(std::move(channel)),
+        wake_fd_(wake_fd),
+        settings_(core::config().settings),
+        cache_(kPeerCacheCapacity, uint64_t{settings_.peer_fail_cache_s} * 1000),
+        after_data_peers_(kPeerCacheCapacity, uint64_t{settings_.peer_fail_cache_s} * 1000),
+        // Keys name listeners across processes: a child's listen key is not
+        // its parent's (the child inherits the parent's keys in its sockets).
+        next_key_((uint64_t{static_cast<uint32_t>(::getpid())} << 32) | 1) {}
+
+  void run();
+
+  bool start_connect(int fd, StreamSocket* stream, const sockaddr* peer, socklen_t peer_len) override;
+  bool peer_failed_recently(const sockaddr* peer, socklen_t peer_len) override;
+  uint64_t listen(int fd, std::shared_ptr<RendezvousBoard> board) override;
+  void stop_listening(uint64_t key, const RendezvousBoard* board) override;
+  void close_listener(std::map<uint64_t, std::unique_ptr<Listener>>::iterator it);
+  void close_lingering(uint16_t port);
+  void adopt_listeners(const std::vector<std::shared_ptr<RendezvousBoard>>& boards) override;
+  void on_accepted(uint64_t key, int fd, StreamSocket* stream) override;
+  void claim(int fd, StreamSocket* stream) override;
+  void on_accepted_shared(int fd, StreamSocket* stream) override;
+  void on_closed(StreamSocket* stream, bool drain) override;
+  // Makes the thread look at its timers and sockets now.
+  void wake();
+  // In a child of fork(): drops the child's copies of the engine's fds. The
+  // rdma_cm ids (the listeners among them) live as long as any process
+  // holds their channel open; a listener whose owner exited (daemon()'s
+  // parent) must go, so that the process that goes on can take it over.
+  void close_fds_in_child() {
+    sys::real().close(channel_.fd());
+    sys::real().close(wake_fd_);
+  }
+
+ private:
+  int upgrade_deadline_ms() const { return static_cast<int>(settings_.upgrade_timeout_ms); }
+  // How long the other side gets to take its next step once rdma_cm is
+  // under way: the client's Switch after our accept, accept() for an early
+  // upgrade (then its client stays on TCP).
+  int64_t settle_ms() const { return 4 * int64_t{upgrade_deadline_ms()} + 1000; }
+  void dispatch(const rdma::CmEvent& event);
+  void on_request(Listener& listener, const rdma::CmEvent& event);
+  void add_accepted(Listener& listener, int fd, StreamSocket* stream, const SocketNames& names);
+  // The early upgrade answered for the connection `names` names, or end().
+  std::vector<std::unique_ptr<EarlyUpgrade>>::iterator find_early(Listener& listener, const SocketNames& names);
+  void accept_matched(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed,
+                      StreamSocket* stream);
+  // `port`: kRedirect's, 0 for the other reasons.
+  void reject(Listener& listener, const rdma::CmEvent& request, uint64_t nonce, wire::RejectReason reason,
+              uint16_t port = 0);
+  // Shared listeners: a request whose connection another process claimed
+  // is sent there (a Reject that redirects). True if it was.
+  bool redirect_if_claimed(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed);
+  bool from_connection_peer(const Listener& listener, const rdma::CmEvent& request,
+                            const wire::UpgradeRequest& parsed) const;
+  void redirect_claimed(Listener& listener);
+  // The TCP listener (not a rendezvous one) whose board is `board`.
+  std::map<uint64_t, std::unique_ptr<Listener>>::iterator listener_entry_of(const RendezvousBoard* board);
+  Listener* listener_of(const RendezvousBoard* board);
+  Listener* rendezvous_listener();
+  // Takes over the rdma_cm side of a listener whose owner is gone (a
+  // daemon()'s parent). False while the owner lives or holds the port.
+  bool adopt(const std::shared_ptr<RendezvousBoard>& board);
+  void retry_adoptions();
+  core::Result<bool> connect_locked(StreamSocket* stream, int fd, const sockaddr* local, socklen_t local_len,
+                                    const sockaddr* peer, socklen_t peer_len, std::unique_ptr<StreamChannel> channel,
+                                    uint16_t request_flags = 0);
+  bool follow_redirect(StreamSocket* stream, uint16_t port);
+  // Sends the connection's request again to `port` (0: the server's own)
+  // with `request_flags`. Under both locks.
+  bool ask_again(StreamSocket* stream, uint16_t port, uint16_t request_flags);
+  // Reject kAfterData: ends the client's wait, asks again after its first
+  // write (check_first_write). False the second time.
+  bool ask_after_first_write(StreamSocket* stream);
+  // start_connect() to a server in after_data_peers_: no request before
+  // the first write. True if so.
+  bool ask_after_first_write_at_once(int fd, StreamSocket* stream, const sockaddr* peer, socklen_t peer_len);
+  void check_first_write(Tracked& tracked, int64_t now);
+  // socket_accepted: the socket is ours already, Bound follows ESTABLISHED
+  // (kAcceptFlagBound tells the client so).
+  core::Result<Answered> answer(Listener& listener, const rdma::CmEvent& request, uint64_t nonce,
+                                bool socket_accepted);
+  bool has_room_early(Listener& listener);
+  void accept_early(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed);
+  void bind_early(std::unique_ptr<EarlyUpgrade> early, int fd, StreamSocket* stream);
+  void on_connector_event(StreamSocket* stream, const rdma::CmEvent& event);
+  void finish_connect(StreamSocket* stream);
+  void on_connection_event(StreamSocket* stream, const rdma::CmEvent& event);
+  void check_timers();
+  static bool switch_in_progress(StreamSocket* stream);
+  int next_timeout_ms();
+  void track(StreamSocket* stream, int64_t deadline_ms);
+  Tracked* tracked_entry(StreamSocket* stream);
+  void untrack(StreamSocket* stream);
+  void drop_waiting_socket(StreamSocket* stream);
+  std::unique_ptr<StreamChannel> new_channel();
+
+  const rdma::Device& device_;
+  rdma::CmEventChannel channel_;
+  int wake_fd_;
+  const core::Settings& settings_;
+  std::mutex mu_;
+  PeerFailureCache cache_;
+  // Servers that answered Reject kAfterData (a shared listener with
+  // TCP_DEFER_ACCEPT): later connections to them write first and ask once
+  // (with kRequestFlagAfterData), for the cache period.
+  PeerFailureCache after_data_peers_;
+  uint64_t next_key_;
+  std::map<uint64_t, std::unique_ptr<Listener>> listeners_;
+  uint64_t rendezvous_key_ = 0;  // listeners_ key of the rendezvous listener (0: none yet)
+  struct Adoption {
+    std::shared_ptr<RendezvousBoard> board;
+    int64_t until_ms;
+  };
+  std::vector<Adoption> adoptions_;
+  // Sockets this process accepted from a shared listener it owns, not used
+  // yet (on_accepted_shared). Each holds a reference.
+  struct Unclaimed {
+    StreamSocket* stream;
+    int fd;
+    int64_t since_ms;
+    uint64_t forks;  // fork_generation() at accept
+  };
+  std::vector<Unclaimed> unclaimed_;
+  void claim_locked(int fd, StreamSocket* stream);
+  void claim_unused();
+  std::vector<Tracked> tracked_;
+  std::vector<Closing> closing_;
+};
+
+}  // namespace vsock::sock::side_band

@@ -1,0 +1,156 @@
+// The side band, shared listeners: the rendezvous listener, claims by the
+// process that uses a socket first, and adopting a listener whose owner left.
+#include "sock/upgrade/engine.hpp"
+
+namespace vsock::sock::side_band {
+
+// This process's rendezvous listener, made on first use: any address, a
+// port of rdma_cm's choosing. Under the engine's lock; null if none can be.
+Listener* Engine::rendezvous_listener() {
+  auto it = listeners_.find(rendezvous_key_);
+  if (rendezvous_key_ != 0 && it != listeners_.end()) return it->second.get();
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  core::Result<rdma::CmListener> cm = rdma::CmListener::create(channel_, reinterpret_cast<sockaddr*>(&any), 128);
+  if (!cm) {
+    VSOCK_LOG(kInfo, "no rendezvous listener (%s): sockets handed to this process stay on TCP",
+              std::strerror(cm.error()));
+    return nullptr;
+  }
+  auto listener = std::make_unique<Listener>();
+  listener->rendezvous = true;
+  listener->cm = std::move(cm.value());
+  listener->matcher = UpgradeMatcher(kMatcherCapacity, uint64_t{settings_.upgrade_timeout_ms} * 4);
+  rendezvous_key_ = next_key_++;
+  Listener* made = listener.get();
+  listeners_[rendezvous_key_] = std::move(listener);
+  VSOCK_LOG(kDebug, "rendezvous listener on port %u", made->cm.port());
+  return made;
+}
+
+void Engine::claim(int fd, StreamSocket* stream) {
+  std::lock_guard<std::mutex> held(mu_);
+  claim_locked(fd, stream);
+}
+
+void Engine::on_accepted_shared(int fd, StreamSocket* stream) {
+  std::lock_guard<std::mutex> held(mu_);
+  Listener* listener = listener_of(stream->rendezvous().get());
+  if (listener == nullptr) return;  // another process's listener
+  // Answered from the backlog before the listener became shared: that
+  // client waits for our Bound, and no other process can give it. This
+  // process serves the socket then (a fork later hands it back to TCP).
+  SocketNames names;
+  if (!listener->early.empty() && read_names(fd, &names)) {
+    auto early = find_early(*listener, names);
+    if (early != listener->early.end() && stream->take_claim()) {
+      std::unique_ptr<EarlyUpgrade> taken = std::move(*early);
+      listener->early.erase(early);
+      stream->set_fd_hint(fd);
+      bind_early(std::move(taken), fd, stream);
+      return;
+    }
+  }
+  stream->retain();
+  unclaimed_.push_back(Unclaimed{stream, fd, core::monotonic_ms(), fork_generation()});
+  wake();
+}
+
+// Under the engine's lock.
+void Engine::claim_unused() {
+  const int64_t now = core::monotonic_ms();
+  for (size_t i = 0; i < unclaimed_.size();) {
+    Unclaimed entry = unclaimed_[i];
+    const bool settled = !entry.stream->awaiting_claim() || entry.stream->kernel_only() ||
+                         entry.forks != fork_generation();  // used, gone, or maybe the other process's now
+    if (!settled && now - entry.since_ms < kClaimWindowMs) {
+      ++i;
+      continue;
+    }
+    unclaimed_.erase(unclaimed_.begin() + static_cast<long>(i));
+    if (!settled && entry.stream->take_claim()) claim_locked(entry.fd, entry.stream);
+    entry.stream->release();
+  }
+}
+
+// Under the engine's lock.
+void Engine::claim_locked(int fd, StreamSocket* stream) {
+  std::shared_ptr<RendezvousBoard> board = stream->rendezvous();
+  SocketNames names;
+  std::optional<ConnectionKey> key;
+  if (board && read_names(fd, &names))
+    key = key_of_accepted(names.local_addr(), names.local_len, names.peer_addr(), names.peer_len);
+  if (!key) {
+    stream->fall_back_now(FallbackReason::kDeclined, "unreadable address");
+    return;
+  }
+  stream->set_fd_hint(fd);
+  VSOCK_LOG(kDebug, "fd %d: claimed for an upgrade in this process (listener owner %u)", fd, board->owner());
+  if (board->owner() != static_cast<uint32_t>(::getpid()) && !process_alive(board->owner())) adopt(board);
+  if (Listener* owner = listener_of(board.get())) {
+    // Ours: as if accept() had handed it over here.
+    add_accepted(*owner, fd, stream, names);
+    return;
+  }
+  Listener* rendezvous = rendezvous_listener();
+  if (rendezvous == nullptr) {
+    stream->fall_back_now(FallbackReason::kLocalError, "no rendezvous listener");
+    return;
+  }
+  // The socket waits in our matcher before the claim is visible, so a
+  // redirected request always finds it here.
+  add_accepted(*rendezvous, fd, stream, names);
+  if (!board->claim(*key, Claim{static_cast<uint32_t>(::getpid()), rendezvous->cm.port()}, core::monotonic_ms(),
+                    settle_ms())) {
+    drop_waiting_socket(stream);
+    stream->fall_back_now(FallbackReason::kLocalError, "the listener's rendezvous board is full");
+    return;
+  }
+  core::stat_add(core::Stat::rendezvous_claims);
+}
+
+void Engine::adopt_listeners(const std::vector<std::shared_ptr<RendezvousBoard>>& boards) {
+  std::lock_guard<std::mutex> held(mu_);
+  const int64_t until = core::monotonic_ms() + kAdoptMs;
+  for (const std::shared_ptr<RendezvousBoard>& board : boards) {
+    if (board->owner() != static_cast<uint32_t>(::getpid())) adoptions_.push_back(Adoption{board, until});
+  }
+  wake();
+}
+
+// Under the engine's lock.
+void Engine::retry_adoptions() {
+  const int64_t now = core::monotonic_ms();
+  for (auto it = adoptions_.begin(); it != adoptions_.end();) {
+    if (adopt(it->board)) {
+      it = adoptions_.erase(it);
+    } else if (now >= it->until_ms) {
+      VSOCK_LOG(kInfo, "the owner of an inherited listener did not go: its connections stay on TCP here");
+      it = adoptions_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// Under the engine's lock.
+bool Engine::adopt(const std::shared_ptr<RendezvousBoard>& board) {
+  if (listener_of(board.get()) != nullptr) return true;
+  uint32_t owner = board->owner();
+  if (owner != static_cast<uint32_t>(::getpid()) && process_alive(owner)) return false;
+  sockaddr_storage address{};
+  socklen_t length = board->address(&address);
+  if (length == 0) return false;
+  core::Result<rdma::CmListener> cm = rdma::CmListener::create(channel_, reinterpret_cast<sockaddr*>(&address), 128);
+  if (!cm) return false;  // EADDRINUSE: the old owner's id is not gone yet
+  auto listener = std::make_unique<Listener>();
+  listener->cm = std::move(cm.value());
+  listener->board = board;
+  listener->matcher = UpgradeMatcher(kMatcherCapacity, uint64_t{settings_.upgrade_timeout_ms} * 4);
+  listeners_[next_key_++] = std::move(listener);
+  board->set_owner(static_cast<uint32_t>(::getpid()));
+  VSOCK_LOG(kInfo, "took over the rdma_cm side of a listener from process %u", owner);
+  return true;
+}
+
+}  // namespace vsock::sock::side_band

@@ -1,0 +1,186 @@
+// The side band, server side: a TCP listener's rdma_cm side, and the
+// sockets accept() returns from it, matched with their requests.
+#include "sock/upgrade/engine.hpp"
+
+namespace vsock::sock::side_band {
+
+bool read_names(int fd, SocketNames* names) {
+  return fd >= 0 &&
+         sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&names->local), &names->local_len) == 0 &&
+         sys::real().getpeername(fd, reinterpret_cast<sockaddr*>(&names->peer), &names->peer_len) == 0;
+}
+
+uint64_t Engine::listen(int fd, std::shared_ptr<RendezvousBoard> board) {
+  sockaddr_storage local{};
+  socklen_t local_len = sizeof local;
+  if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) return 0;
+  if (board) board->set_address(reinterpret_cast<sockaddr*>(&local), local_len);
+  std::lock_guard<std::mutex> held(mu_);
+  auto listener = std::make_unique<Listener>();
+  listener->fd = fd;
+  listener->board = std::move(board);
+  listener->matcher = UpgradeMatcher(kMatcherCapacity, uint64_t{settings_.upgrade_timeout_ms} * 4);
+  core::Result<wire::FamilyEndpoint> named = wire::endpoint_from_sockaddr(reinterpret_cast<sockaddr*>(&local), local_len);
+  if (named) close_lingering(named.value().endpoint.port);  // listen() again on a port just closed
+  core::Result<rdma::CmListener> cm = rdma::CmListener::create(channel_, reinterpret_cast<sockaddr*>(&local), 128);
+  if (!cm) {
+    VSOCK_LOG(kInfo, "listener fd %d: no rdma_cm listener (%s): its connections stay on TCP", fd,
+              std::strerror(cm.error()));
+    return 0;
+  }
+  listener->cm = std::move(cm.value());
+  uint64_t key = next_key_++;
+  listeners_[key] = std::move(listener);
+  return key;
+}
+
+void Engine::stop_listening(uint64_t key, const RendezvousBoard* board) {
+  std::lock_guard<std::mutex> held(mu_);
+  auto it = listeners_.find(key);
+  if (it == listeners_.end() && board != nullptr) it = listener_entry_of(board);
+  if (it == listeners_.end()) return;
+  Listener& listener = *it->second;
+  // Connections still in the backlog are reset by the kernel: their
+  // upgrades end with them (the clients see DISCONNECTED).
+  listener.early.clear();
+  if (listener.matcher.waiting_sockets() > 0 && listener.closed_ms == 0) {
+    listener.closed_ms = core::monotonic_ms();  // lingers for the requests of what it accepted
+    wake();
+    return;
+  }
+  close_listener(it);
+}
+
+// Under the engine's lock.
+void Engine::close_listener(std::map<uint64_t, std::unique_ptr<Listener>>::iterator it) {
+  Listener& listener = *it->second;
+  for (auto& [handle, held_request] : listener.requests)
+    reject(listener, held_request.event, held_request.request.nonce, wire::RejectReason::kConnection);
+  listener.requests.clear();
+  for (auto& [fd, stream] : listener.sockets) {
+    stream->fall_back_now(FallbackReason::kDeclined, "listener closed before the request came");
+    stream->release();
+  }
+  listener.sockets.clear();
+  listener.early.clear();
+  listeners_.erase(it);
+}
+
+// Closed listeners whose accepted sockets all had their requests, or whose
+// linger is over; with `port`, also those on that port (a new listen()
+// there needs the rdma_cm port). Under the engine's lock.
+void Engine::close_lingering(uint16_t port) {
+  const int64_t now = core::monotonic_ms();
+  for (auto it = listeners_.begin(); it != listeners_.end();) {
+    Listener& listener = *it->second;
+    bool done = listener.closed_ms != 0 &&
+                (listener.matcher.waiting_sockets() == 0 || now - listener.closed_ms >= settle_ms() ||
+                 (port != 0 && listener.cm.port() == port));
+    if (!done) {
+      ++it;
+      continue;
+    }
+    auto next = std::next(it);
+    close_listener(it);
+    it = next;
+  }
+}
+
+// Every reject says why, so that the client remembers only a refusal of
+// the whole peer (protocol.md §1: Reject).
+void Engine::reject(Listener& listener, const rdma::CmEvent& request, uint64_t nonce, wire::RejectReason reason,
+                    uint16_t port) {
+  wire::RejectMessage message;
+  message.nonce = nonce;
+  message.reason = reason;
+  message.port = port;
+  uint8_t bytes[wire::kRejectMessageSize];
+  wire::encode(message, bytes);
+  listener.cm.reject(request, bytes, sizeof bytes);
+}
+
+void Engine::on_accepted(uint64_t key, int fd, StreamSocket* stream) {
+  SocketNames names;
+  bool named = read_names(fd, &names);
+  std::lock_guard<std::mutex> held(mu_);
+  auto it = listeners_.find(key);
+  if (!named || it == listeners_.end()) {
+    stream->fall_back_now(FallbackReason::kDeclined, "listener does not upgrade");
+    return;
+  }
+  Listener& listener = *it->second;
+  stream->set_fd_hint(fd);
+  auto early = find_early(listener, names);
+  if (early != listener.early.end()) {
+    std::unique_ptr<EarlyUpgrade> taken = std::move(*early);
+    listener.early.erase(early);
+    bind_early(std::move(taken), fd, stream);
+    return;
+  }
+  add_accepted(listener, fd, stream, names);
+}
+
+std::vector<std::unique_ptr<EarlyUpgrade>>::iterator Engine::find_early(Listener& listener,
+                                                                         const SocketNames& names) {
+  return std::find_if(listener.early.begin(), listener.early.end(), [&](const std::unique_ptr<EarlyUpgrade>& e) {
+    return wire::upgrade_request_matches(e->request, names.local_addr(), names.local_len, names.peer_addr(),
+                                         names.peer_len);
+  });
+}
+
+// The socket waits for its request in `listener`'s matcher, or takes the
+// one that waits there. Under the engine's lock.
+void Engine::add_accepted(Listener& listener, int fd, StreamSocket* stream, const SocketNames& names) {
+  core::Result<SocketResult> added =
+      listener.matcher.add_socket(fd, names.local_addr(), names.local_len, names.peer_addr(), names.peer_len,
+                                  static_cast<uint64_t>(core::monotonic_ms()));
+  if (!added) {
+    stream->fall_back_now(FallbackReason::kDeclined, "unreadable address");
+    return;
+  }
+  const SocketResult& result = added.value();
+  if (result.evicted) {
+    auto old = listener.sockets.find(result.evicted_fd);
+    if (old != listener.sockets.end()) {
+      old->second->fall_back_now(FallbackReason::kDeclined, "too many sockets waiting for their request");
+      old->second->release();
+      listener.sockets.erase(old);
+    }
+  }
+  // A socket under a reused fd number replaced one that never matched.
+  auto stale = listener.sockets.find(fd);
+  if (stale != listener.sockets.end()) {
+    // (The same socket again: it went up for claim at a fork and this
+    // process claimed it back.)
+    if (stale->second != stream) stale->second->fall_back_now(FallbackReason::kDeclined, "closed before its request came");
+    stale->second->release();
+    listener.sockets.erase(stale);
+  }
+  if (!result.matched) {
+    stream->retain();
+    listener.sockets[fd] = stream;
+    wake();  // the thread now has a matcher deadline to keep
+    return;
+  }
+  auto request = listener.requests.find(result.handle);
+  if (request == listener.requests.end()) {
+    stream->fall_back_now(FallbackReason::kDeclined, "request vanished");
+    return;
+  }
+  rdma::CmEvent event = request->second.event;
+  listener.requests.erase(request);
+  listener.matcher.remove_socket(fd);
+  accept_matched(listener, event, result.request, stream);
+}
+
+std::map<uint64_t, std::unique_ptr<Listener>>::iterator Engine::listener_entry_of(const RendezvousBoard* board) {
+  return std::find_if(listeners_.begin(), listeners_.end(),
+                      [&](const auto& entry) { return entry.second->board.get() == board && !entry.second->rendezvous; });
+}
+
+Listener* Engine::listener_of(const RendezvousBoard* board) {
+  auto it = listener_entry_of(board);
+  return it == listeners_.end() ? nullptr : it->second.get();
+}
+
+}  // namespace vsock::sock::side_band
