@@ -239,6 +239,9 @@ class Engine final : public UpgradeEngine {
   // start_connect() to a server in after_data_peers_: no request before
   // the first write. True if so.
   bool ask_after_first_write_at_once(int fd, StreamSocket* stream, const sockaddr* peer, socklen_t peer_len);
+  // The request goes again once the application's first bytes are written
+  // (check_first_write), settle_ms() at most from now.
+  void wait_for_first_write(Tracked& tracked);
   void check_first_write(Tracked& tracked, int64_t now);
   // socket_accepted: the socket is ours already, Bound follows ESTABLISHED
   // (kAcceptFlagBound tells the client so).

@@ -20,8 +20,7 @@ bool Engine::ask_after_first_write_at_once(int fd, StreamSocket* stream, const s
   core::stat_add(core::Stat::upgrade_attempts);
   stream->apply(stream->upgrade().on(UpgradeEvent::kConnectStarted));
   track(stream, 0);
-  tracked_.back().first_write_deadline_ms = core::monotonic_ms() + settle_ms();
-  stream->await_first_write_locked();
+  wait_for_first_write(tracked_.back());
   stream_held.unlock();
   wake();
   return true;
@@ -132,8 +131,7 @@ bool Engine::ask_again(StreamSocket* stream, uint16_t port, uint16_t request_fla
 bool Engine::ask_after_first_write(StreamSocket* stream) {
   Tracked* tracked = tracked_entry(stream);
   if (tracked == nullptr || tracked->first_write_deadline_ms != 0) return false;
-  tracked->first_write_deadline_ms = core::monotonic_ms() + settle_ms();
-  stream->await_first_write_locked();
+  wait_for_first_write(*tracked);
   sockaddr_storage peer{};
   socklen_t peer_len = sizeof peer;
   if (sys::real().getpeername(stream->fd_hint(), reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0)
@@ -142,6 +140,12 @@ bool Engine::ask_after_first_write(StreamSocket* stream) {
   VSOCK_LOG(kDebug, "fd %d: the server accepts after the first bytes: asking again once they are written",
             stream->fd_hint());
   return true;
+}
+
+// Under both locks.
+void Engine::wait_for_first_write(Tracked& tracked) {
+  tracked.first_write_deadline_ms = core::monotonic_ms() + settle_ms();
+  tracked.stream->await_first_write_locked();
 }
 
 // Under the stream's lock.
