@@ -36,6 +36,20 @@ bool Reassembler::make_room(uint32_t total) {
   return true;
 }
 
+Reassembler::Order::iterator Reassembler::start(const DatagramKey& key, const FragmentFields& fragment) {
+  Partial partial;
+  partial.key = key;
+  partial.total_length = fragment.total_length;
+  partial.count = fragment.count;
+  partial.started_ms = latest_ms_;
+  partial.data.resize(fragment.total_length);
+  partial.have.assign(fragment.count, false);
+  Order::iterator it = order_.insert(order_.end(), std::move(partial));
+  index_.emplace(tuple_of(key), it);
+  held_bytes_ += fragment.total_length;
+  return it;
+}
+
 FragmentVerdict Reassembler::add(const DatagramKey& key, const FragmentFields& fragment, const uint8_t* payload,
                                  size_t length, uint64_t now_ms, std::vector<uint8_t>* datagram) {
   expire(now_ms);
@@ -70,16 +84,7 @@ FragmentVerdict Reassembler::add(const DatagramKey& key, const FragmentFields& f
       ++counters_.too_large;
       return FragmentVerdict::kTooLarge;
     }
-    Partial partial;
-    partial.key = key;
-    partial.total_length = fragment.total_length;
-    partial.count = fragment.count;
-    partial.started_ms = latest_ms_;
-    partial.data.resize(fragment.total_length);
-    partial.have.assign(fragment.count, false);
-    it = order_.insert(order_.end(), std::move(partial));
-    index_.emplace(tuple_of(key), it);
-    held_bytes_ += fragment.total_length;
+    it = start(key, fragment);
   }
 
   if (length != 0) std::memcpy(it->data.data() + span.value().offset, payload, length);

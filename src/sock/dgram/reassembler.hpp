@@ -122,6 +122,8 @@ class Reassembler {
   // Makes room for a new partial datagram of `total` bytes; false if it can
   // never fit.
   bool make_room(uint32_t total);
+  // A new partial datagram, the newest, reserving its total length.
+  Order::iterator start(const DatagramKey& key, const FragmentFields& fragment);
 
   ReassemblyLimits limits_;
   uint64_t latest_ms_ = 0;  // the largest now_ms seen
