@@ -52,6 +52,19 @@ def reject(nonce, reason, port=0):
     return b"VSKJ" + bytes([1, 0, 0, 0]) + struct.pack(">QBBH", nonce, reason, 0, port)
 
 
+DATA, UNREACH, REVOKE = 1, 2, 3
+MULTICAST, NO_LOOP = 1, 2
+
+
+def datagram(kind, sport, dport, ident, dcookie, scookie, index=0, count=1, total=0, flags=0, payload=None):
+    # magic, version, type, flags, reserved, ports, id, cookies, index, count, total, payload length
+    if payload is None:
+        base, longer = divmod(total, count)
+        payload = bytes((index * 7 + i) & 0xff for i in range(base + (1 if index < longer else 0)))
+    return (b"VSKD" + struct.pack(">BBBBHHIQQHHHH", 1, kind, flags, 0, sport, dport, ident, dcookie, scookie,
+                                  index, count, total, len(payload)) + payload)
+
+
 def sockaddr_in(ip, port):  # struct sockaddr_in, host-order family (x86-64)
     return struct.pack("<H", socket.AF_INET) + struct.pack(">H", port) + socket.inet_pton(socket.AF_INET, ip) + bytes(8)
 
@@ -95,6 +108,25 @@ RI_WRITABLE, RI_READABLE, RI_PRODUCE, RI_CONSUME, RI_CONTAINS, RI_ALL = range(6)
 def ring_index_program(capacity_shift, below_wrap, ops):
     # mode 1, capacity 2^shift, start = 2^64 - 1 - below_wrap
     return bytes([1, capacity_shift, 1]) + u16(below_wrap) + b"".join(ops)
+
+
+# --- fuzz_reassembler programs (format: see fuzz_reassembler.cpp) -----------
+
+def reassembler_limits(budget_bytes, datagrams, age_ms):
+    return bytes([budget_bytes // 64, datagrams, age_ms])
+
+
+def fragment(key, total, count, index, raw_length=None):
+    # key byte, total (below 4096: top bit clear), count (< 128), index scaled
+    # so that (byte * (count + 1)) >> 8 == index, then the length: 1 = the span's
+    index_byte = -(-index * 256 // (count + 1))
+    length = 1 if raw_length is None else raw_length
+    return bytes([0, key]) + struct.pack(">H", total) + bytes([count, index_byte, length])
+
+
+def later(ms): return bytes([1, ms])
+def expire(): return bytes([2])
+def earlier(ms): return bytes([3, ms])
 
 
 SEEDS = {
@@ -144,6 +176,37 @@ SEEDS = {
         "redirect_without_port": reject(8, 3),
         "after_data": reject(9, 4),
         "bound_magic": b"VSKB" + reject(1, 1)[4:],
+    },
+    "fuzz_datagram_header": {
+        "data_fragment": datagram(DATA, 0x1234, 0x5678, 0x9ABCDEF0, 0x1122334455667788, 0x99AABBCCDDEEFF00,
+                                  index=1, count=3, total=10),
+        "data_whole": datagram(DATA, 5000, 53, 1, 0x10, 0x20, total=100),
+        "data_empty": datagram(DATA, 5000, 53, 2, 0x10, 0x20),
+        "multicast_no_loop": datagram(DATA, 5000, 5353, 3, 0, 0x20, total=20, flags=MULTICAST | NO_LOOP),
+        "last_of_most_fragments": datagram(DATA, 1, 2, 4, 5, 6, index=511, count=512, total=65507),
+        "unreach": datagram(UNREACH, 53, 5000, 1, 0x20, 0x10),
+        "revoke_all": datagram(REVOKE, 5000, 0, 0, 0, 0x20),
+        "revoke_one": datagram(REVOKE, 5000, 53, 0, 0x10, 0x20),
+        "unreach_with_payload": datagram(UNREACH, 53, 5000, 1, 0x20, 0x10, total=4),
+        "revert_magic": b"VSKR" + datagram(DATA, 5000, 53, 1, 0x10, 0x20, total=8)[4:],
+    },
+    "fuzz_reassembler": {
+        # Three fragments out of order, then a late copy of one.
+        "out_of_order": reassembler_limits(4096, 4, 100) + fragment(0x11, 300, 3, 2) + fragment(0x11, 300, 3, 0) +
+        fragment(0x11, 300, 3, 1) + fragment(0x11, 300, 3, 1),
+        # A duplicate, a disagreeing total, a disagreeing count, a bad length.
+        "duplicates_and_mismatch": reassembler_limits(4096, 4, 100) + fragment(0x21, 500, 4, 0) +
+        fragment(0x21, 500, 4, 0) + fragment(0x21, 501, 4, 1) + fragment(0x21, 500, 5, 1) +
+        fragment(0x21, 500, 4, 2, raw_length=8) + fragment(0x21, 500, 4, 1) + fragment(0x21, 500, 4, 2) +
+        fragment(0x21, 500, 4, 3),
+        # A lost fragment: the partial datagram ages out, the rest restarts it.
+        "timeout": reassembler_limits(4096, 4, 50) + fragment(0x31, 200, 2, 0) + later(40) + expire() +
+        later(20) + expire() + fragment(0x31, 200, 2, 1) + earlier(30) + later(60) + expire(),
+        # Room for two partial datagrams: a third evicts the oldest; one larger
+        # than the whole budget is dropped on sight.
+        "eviction": reassembler_limits(640, 2, 200) + fragment(0x41, 300, 2, 0) + fragment(0x42, 300, 2, 0) +
+        fragment(0x43, 300, 2, 0) + fragment(0x42, 300, 2, 1) + fragment(0x44, 700, 2, 0) +
+        fragment(0x41, 300, 2, 1),
     },
     "fuzz_remote_ring": {
         # Write, credit, write across the end of the ring, credit it all.

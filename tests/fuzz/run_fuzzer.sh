@@ -26,10 +26,11 @@ target=$here/$name.cpp
 # the wire/ headers and the ring arithmetic (no verbs, no logging).
 lib_sources=("$src"/src/sock/wire/*.cpp "$src/src/rdma/ring_index.cpp" "$src/src/rdma/remote_ring.cpp"
              "$src/src/sock/stream_immediate.cpp" "$src/src/sock/stream_credit.cpp"
-             "$src/src/sock/switch_reader.cpp" "$src/src/sock/upgrade_matcher.cpp")
+             "$src/src/sock/switch_reader.cpp" "$src/src/sock/upgrade_matcher.cpp"
+             "$src/src/sock/dgram/fragmenter.cpp" "$src/src/sock/dgram/reassembler.cpp")
 # Anything that can change the binary: sources, the headers they may
 # include, this script.
-inputs=("$target" "$here"/*.hpp "${lib_sources[@]}" "$src"/src/sock/wire/*.hpp "$src"/src/sock/*.hpp
+inputs=("$target" "$here"/*.hpp "${lib_sources[@]}" "$src"/src/sock/wire/*.hpp "$src"/src/sock/*.hpp "$src"/src/sock/dgram/*.hpp
         "$src"/src/rdma/*.hpp "$src"/src/core/*.hpp "$0")
 
 cxx=${VSOCK_FUZZ_CXX:-clang++}

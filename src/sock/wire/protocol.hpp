@@ -16,6 +16,9 @@ inline constexpr uint32_t kRevertMagic = 0x56534B52;
 // "VSKJ": Reject, the private data of the server library's rdma_reject:
 // why, or where to ask again (the rendezvous's redirect).
 inline constexpr uint32_t kRejectMagic = 0x56534B4A;
+// "VSKD": the header of every UD message (docs/protocol.md section 6):
+// datagrams, their fragments and the UNREACH/REVOKE control messages.
+inline constexpr uint32_t kDatagramMagic = 0x56534B44;
 // The only version this code speaks. A peer of another version is refused
 // (and stays on TCP) rather than half-understood.
 inline constexpr uint8_t kProtocolVersion = 1;
