@@ -9,6 +9,7 @@
 #include "core/clock.hpp"
 #include "sock/registry.hpp"
 #include "sock/stream_socket.hpp"
+#include "sock/upgrade/listener_boards.hpp"
 #include "sys/real_calls.hpp"
 #include "sys/reentry_guard.hpp"
 
@@ -65,6 +66,7 @@ void HandoffHold::release(bool in_child) {
 }
 
 void hand_off_all_streams(HandoffHold* hold) {
+  note_fork_starting();
   std::vector<std::pair<StreamSocket*, int>> found;
   t_found = &found;
   for_each_socket(collect);

@@ -289,6 +289,7 @@ class Engine final : public UpgradeEngine {
     uint64_t forks;  // fork_generation() at accept
   };
   std::vector<Unclaimed> unclaimed_;
+  bool take_claim_unforked(const Unclaimed& entry);
   void claim_locked(int fd, StreamSocket* stream);
   void claim_unused();
   std::vector<Tracked> tracked_;

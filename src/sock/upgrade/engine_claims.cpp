@@ -68,9 +68,20 @@ void Engine::claim_unused() {
       continue;
     }
     unclaimed_.erase(unclaimed_.begin() + static_cast<long>(i));
-    if (!settled && entry.stream->take_claim()) claim_locked(entry.fd, entry.stream);
+    if (!settled && take_claim_unforked(entry)) claim_locked(entry.fd, entry.stream);
     entry.stream->release();
   }
+}
+
+// Under the engine's lock. The socket's lock orders the claim against a
+// fork's hand-over, which holds every socket's lock from just after the
+// fork counted (note_fork_starting) until the child exists: either no
+// fork began and the claim is ours (a fork now puts the socket up for
+// claim again: StreamSocket::revert_begin), or one did and the socket may
+// be the child's to claim.
+bool Engine::take_claim_unforked(const Unclaimed& entry) {
+  std::unique_lock<std::mutex> stream_held = entry.stream->lock();
+  return entry.forks == fork_generation() && entry.stream->take_claim();
 }
 
 // Under the engine's lock.

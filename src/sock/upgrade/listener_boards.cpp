@@ -20,11 +20,8 @@ void mark_all_shared() {
 }
 
 // The fork copies the map under the lock; both processes now share every
-// board's listener.
-// A fork counts from its start: the side-band thread runs on while the
-// fork copies memory (milliseconds for a large process), and one that
-// looked at the count then and claimed a socket for this process would
-// race the child, which copied the socket unclaimed.
+// board's listener. (A fork that went past the library's fork() counts
+// here too; ours counted already, in note_fork_starting().)
 void before_fork() {
   g_forks.fetch_add(1);
   g_lock.lock();
@@ -63,6 +60,12 @@ void forget_listener_board(const SocketState* listener) {
 namespace vsock::sock {
 
 uint64_t fork_generation() { return g_forks.load(); }
+
+// A fork counts from its start, before the sockets are handed over: the
+// side-band thread runs on meanwhile, and one that looked at the count
+// then and claimed a socket for this process would race the child, which
+// copies the socket unclaimed (Engine::claim_unused).
+void note_fork_starting() { g_forks.fetch_add(1); }
 
 std::vector<std::shared_ptr<RendezvousBoard>> all_listener_boards() {
   std::lock_guard<std::mutex> held(g_lock);

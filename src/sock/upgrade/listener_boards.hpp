@@ -18,6 +18,9 @@ void forget_listener_board(const SocketState* listener);
 // Bumped by every fork() as it starts (the child inherits the new value): a
 // socket accepted before the latest fork may be served by the other process.
 uint64_t fork_generation();
+// The library's fork(), daemon() and vfork() call this first, before they
+// hand their sockets over.
+void note_fork_starting();
 // Every board this process knows (its listening sockets').
 std::vector<std::shared_ptr<RendezvousBoard>> all_listener_boards();
 
