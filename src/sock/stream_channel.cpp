@@ -743,6 +743,7 @@ void StreamChannel::fail(int error, const char* why) {
 }
 
 void StreamChannel::violation(const char* why) {
+  if (error_ == 0) core::stat_add(core::Stat::stream_violations);  // once per connection
   VSOCK_LOG(kWarn, "stream: QP %u: protocol violation by the peer: %s; connection reset", qp_.qpn(), why);
   fail(ECONNRESET, why);
   // Nothing from a broken peer is taken any more: its message, the bytes
