@@ -421,10 +421,10 @@ int main(int argc, char** argv) {
     control(p, kData | 0);
     report(p, mode.c_str(), 2000);
   } else if (mode == "overflow") {
-    // The server holds off reading for 1.5 s: its ring has room for cap -
+    // The server holds off reading for 3 s: its ring has room for cap -
     // L more bytes (L: the command it consumed and has not credited).
     // Fill it to the end, then 1 byte more at its start.
-    std::string line = "read overflow 1500\n";
+    std::string line = "read overflow 3000\n";
     command(p, line);
     uint64_t rest = cap - p.tail;
     write_at(p, p.tail, 'A', uint32_t(rest), kData | uint32_t(rest));

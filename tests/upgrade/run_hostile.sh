@@ -20,10 +20,12 @@ addr=$(ut_address)
 
 # Violations: the connection is reset at once (server: end=ECONNRESET).
 reset_modes="data-length data-zero overflow credit-excess credit-zero credit-payload type3 control-zero
-  control-unknown send-long flood-send flood-zero oob-end oob-before bad-rkey"
+  control-unknown send-long flood-zero oob-end oob-before bad-rkey"
 # A message (SEND) that fails its parser after the Switch: the upgrade's
-# protocol error, reset with EPROTO (docs/architecture.md, UpgradeState).
-message_modes="send-extra"
+# protocol error, reset with EPROTO (docs/architecture.md, UpgradeState);
+# or, when a flood's messages fill the inbox before the application takes
+# the first, the channel's violation: ECONNRESET.
+message_modes="send-extra flood-send"
 # Violations behind a FIN: the server may read the end of stream first,
 # then the reset (end=eof then=ECONNRESET), never the data behind it.
 fin_modes="data-after-fin second-fin"
