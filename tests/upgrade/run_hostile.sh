@@ -130,7 +130,14 @@ ut_wait_pid "$server" 30 >/dev/null
 server=""
 counted=$(ut_stat "$work/server.stats" stream_violations)
 echo "server: $(ut_stats "$work/server.stats" stream_violations upgrades_done upgrade_resets rdma_bytes_sent rdma_bytes_received)"
-echo "server: rss_kb per connection end: $(grep -o 'rss_kb=[0-9]*' "$work/server.out" | cut -d= -f2 | tr '\n' ' ')"
+rss=$(grep -o 'rss_kb=[0-9]*' "$work/server.out" | cut -d= -f2 | tr '\n' ' ')
+echo "server: rss_kb per connection end: $rss"
+# No hostile mode may make the server grow: its resident size at the end
+# of every connection stays within 16 MiB of that at the end of the first
+# (a connection's rings are 2 MiB each way; no-credit pushed 1 MiB).
+rss_first=${rss%% *} rss_max=$(printf '%s\n' $rss | sort -n | tail -n1)
+[ $((rss_max - rss_first)) -lt 16384 ] ||
+  ut_fail "the server's resident size grew from $rss_first to $rss_max kB over the hostile connections"
 grep -c 'protocol violation' "$work/server.stats" | sed 's/^/server log: protocol violation lines: /'
 # Exactly: no-credit, flood-credit and write-after-fin break no rule.
 [ "${counted:-0}" -eq "$violations" ] ||
