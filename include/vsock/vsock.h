@@ -73,6 +73,12 @@ struct vsock_stats {
   /* Server: upgrade requests refused because they came from another
    * address than the client of the connection they name. */
   uint64_t upgrade_requests_forged;
+  /* Upgraded connections reset because the peer broke the stream protocol
+   * on the queue pair (docs/protocol.md section 3: a bad immediate, DATA
+   * beyond its credit, CREDIT for more than was in flight, DATA after FIN,
+   * a message too many or too long, a write the device refused as outside
+   * the ring). */
+  uint64_t stream_violations;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

@@ -47,7 +47,8 @@ namespace vsock::core {
   X(fallback_refused)          \
   X(upgrade_redirects)         \
   X(rendezvous_claims)         \
-  X(upgrade_requests_forged)
+  X(upgrade_requests_forged)   \
+  X(stream_violations)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

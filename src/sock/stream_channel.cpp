@@ -606,9 +606,21 @@ void StreamChannel::replenish_receives() {
 void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
   if (error_ != 0) return;  // flushed receives, or anything after a failure
   if (wc.status != IBV_WC_SUCCESS) {
-    // Also how a SEND larger than a slot ends: a local length error.
-    fail(ECONNRESET, ibv_wc_status_str(wc.status));
-    return;
+    // A receive that the peer's own request failed is its violation: a
+    // write outside the ring or with another rkey, which the device
+    // refused (remote access error), or a SEND larger than a slot (a
+    // local length error; rxe says local QP operation error). Anything
+    // else (a flush after a failure) is the transport's.
+    switch (wc.status) {
+      case IBV_WC_REM_ACCESS_ERR:
+      case IBV_WC_REM_INV_REQ_ERR:
+      case IBV_WC_LOC_LEN_ERR:
+      case IBV_WC_LOC_QP_OP_ERR:
+        return violation(ibv_wc_status_str(wc.status));
+      default:
+        fail(ECONNRESET, ibv_wc_status_str(wc.status));
+        return;
+    }
   }
   if (wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_WITH_IMM) == 0) {
     receive_message(slot, wc.byte_len);
@@ -743,6 +755,7 @@ void StreamChannel::fail(int error, const char* why) {
 }
 
 void StreamChannel::violation(const char* why) {
+  if (error_ == 0) core::stat_add(core::Stat::stream_violations);  // once per connection
   VSOCK_LOG(kWarn, "stream: QP %u: protocol violation by the peer: %s; connection reset", qp_.qpn(), why);
   fail(ECONNRESET, why);
   // Nothing from a broken peer is taken any more: its message, the bytes

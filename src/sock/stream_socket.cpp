@@ -98,6 +98,14 @@ void StreamSocket::apply(UpgradeAction action) {
       become_kernel_only();
       break;
     case UpgradeAction::kReset:
+      // A message of the peer's that failed its parser or came out of
+      // order (Bound, Switch, Revert): the peer broke the protocol, as a
+      // bad immediate does (counted by StreamChannel::violation).
+      if (upgrade_.error() == EPROTO && error_ == 0 &&
+          (upgrade_.last_event() == UpgradeEvent::kProtocolError ||
+           upgrade_.last_event() == UpgradeEvent::kSwitchReceived ||
+           upgrade_.last_event() == UpgradeEvent::kBoundReceived))
+        core::stat_add(core::Stat::stream_violations);
       reset_connection(upgrade_.error(), upgrade_.why());
       break;
   }

@@ -1,0 +1,602 @@
+// hostile_peer ADDR PORT MODE
+//
+// A peer that upgrades a TCP connection by hand (docs/protocol.md §1-2:
+// the UpgradeRequest, the server's UpgradeAccept and Bound, our Switch and
+// the server's), with librdmacm and libibverbs linked directly (not
+// preloaded), against a server running under libvsock (hostile_target
+// server), and then breaks the stream protocol of §3 in one way, MODE.
+// Every stream byte it writes through the protocol is 'A'; bytes no rule
+// may deliver are 'Z'. It first sends the server a command line on the
+// ring (hostile_target: "read MODE [HOLD_MS]" or "push MODE N"), so the
+// server's line for this connection names the mode.
+//
+// Prints what it did and what came back: its own work requests' statuses,
+// the DATA it received, what its TCP socket and rdma_cm channel saw. Exit
+// 0 when the mode ran and the device-level expectations held (a write
+// outside the ring or after the server's close must not succeed); 1
+// otherwise; 77 without a device or rdma_cm route. What the server did is
+// checked by run_hostile.sh from the server's lines and stats.
+//
+// Modes (see MODES below): data-length, data-zero, overflow, oob-end,
+// oob-before, bad-rkey, credit-excess, credit-zero, credit-payload, type3,
+// control-zero, control-unknown, data-after-fin, second-fin, send-extra,
+// send-long, flood-send, flood-zero, flood-credit, no-credit,
+// write-after-fin.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+// Immediates: type:2 | value:30, network order on the wire.
+constexpr uint32_t kData = 0u << 30, kCredit = 1u << 30, kControl = 2u << 30, kReserved = 3u << 30;
+constexpr uint32_t kFin = 1;
+constexpr uint32_t kMessageSlot = 64;  // the library's receive buffer
+constexpr int kRecvSlots = 512;
+constexpr int kSendDepth = 256;
+constexpr uint64_t kRecvTag = uint64_t{1} << 63;
+
+void put16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8), p[1] = uint8_t(v); }
+void put32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (24 - 8 * i));
+}
+void put64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (56 - 8 * i));
+}
+uint32_t get32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+uint64_t get64(const uint8_t* p) { return uint64_t(get32(p)) << 32 | get32(p + 4); }
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+[[noreturn]] void skip(const char* why) {
+  printf("SKIPPED: %s\n", why);
+  exit(77);
+}
+[[noreturn]] void die(const char* what) {
+  printf("FAIL: %s (%s)\n", what, strerror(errno));
+  exit(1);
+}
+
+struct Peer {
+  int tcp = -1;
+  rdma_event_channel* channel = nullptr;
+  rdma_cm_id* id = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp = nullptr;
+  // Our ring (the server writes into it), our receive slots, our source.
+  std::vector<uint8_t> ring_mem, slots_mem, src_mem;
+  ibv_mr* ring_mr = nullptr;
+  ibv_mr* slots_mr = nullptr;
+  ibv_mr* src_mr = nullptr;
+  uint32_t ring_size = 65536;
+  uint64_t nonce = 0x686f7374696c6521ULL;  // "hostile!"
+  // The server's ring (UpgradeAccept).
+  uint64_t peer_addr = 0;
+  uint32_t peer_rkey = 0, peer_cap = 0;
+  uint64_t tail = 0;  // bytes we wrote into its ring
+  // What came in.
+  uint64_t data_in = 0, credit_in = 0, data_wrs_in = 0;
+  bool fin_in = false, reset_in = false;
+  std::vector<std::vector<uint8_t>> messages;
+  int recv_errors = 0;
+  // Our sends.
+  uint64_t next_wr = 1;
+  int outstanding = 0, send_ok = 0, send_failed = 0;
+  ibv_wc_status first_error = IBV_WC_SUCCESS;
+};
+
+void post_recv(Peer& p, int slot) {
+  ibv_sge sge{reinterpret_cast<uintptr_t>(p.slots_mem.data() + size_t(slot) * kMessageSlot), kMessageSlot,
+              p.slots_mr->lkey};
+  ibv_recv_wr wr{};
+  ibv_recv_wr* bad = nullptr;
+  wr.wr_id = kRecvTag | uint64_t(slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  if (ibv_post_recv(p.qp, &wr, &bad) != 0) ++p.recv_errors;
+}
+
+// Takes what the CQ holds; receives are posted again at once.
+void poll_once(Peer& p) {
+  ibv_wc wcs[32];
+  int n = ibv_poll_cq(p.cq, 32, wcs);
+  for (int i = 0; i < n; ++i) {
+    const ibv_wc& wc = wcs[i];
+    if (wc.wr_id & kRecvTag) {
+      int slot = int(wc.wr_id & ~kRecvTag);
+      if (wc.status != IBV_WC_SUCCESS) {
+        ++p.recv_errors;
+        continue;  // flushed: the queue pair is in error
+      }
+      if (wc.opcode == IBV_WC_RECV) {
+        const uint8_t* m = p.slots_mem.data() + size_t(slot) * kMessageSlot;
+        p.messages.emplace_back(m, m + wc.byte_len);
+      } else if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
+        uint32_t imm = ntohl(wc.imm_data);
+        uint32_t type = imm & (3u << 30), value = imm & ((1u << 30) - 1);
+        if (type == kData) p.data_in += value, ++p.data_wrs_in;
+        if (type == kCredit) p.credit_in += value;
+        if (type == kControl && value == kFin) p.fin_in = true;
+        if (type == kControl && value == 2) p.reset_in = true;
+      }
+      post_recv(p, slot);
+      continue;
+    }
+    --p.outstanding;
+    if (wc.status == IBV_WC_SUCCESS) {
+      ++p.send_ok;
+    } else {
+      if (p.send_failed++ == 0) p.first_error = wc.status;
+    }
+  }
+}
+
+// Polls until `done()` or `ms` pass; true if done.
+template <typename F>
+bool poll_until(Peer& p, double ms, F done) {
+  double end = now_ms() + ms;
+  for (;;) {
+    poll_once(p);
+    if (done()) return true;
+    if (now_ms() > end) return false;
+    usleep(200);
+  }
+}
+
+// Posts one signalled request; waits for room in the send queue first.
+bool post(Peer& p, ibv_wr_opcode op, uint64_t remote, uint32_t rkey, const void* data, uint32_t len, bool imm,
+          uint32_t imm_value) {
+  if (!poll_until(p, 5000, [&] { return p.outstanding < kSendDepth - 4; })) {
+    printf("  send queue did not drain within 5 s\n");
+    return false;
+  }
+  if (len > p.src_mem.size()) die("internal: source buffer too small");
+  if (len > 0 && data != p.src_mem.data()) memcpy(p.src_mem.data(), data, len);
+  ibv_sge sge{reinterpret_cast<uintptr_t>(p.src_mem.data()), len, p.src_mr->lkey};
+  ibv_send_wr wr{};
+  ibv_send_wr* bad = nullptr;
+  wr.wr_id = p.next_wr++;
+  wr.opcode = op;
+  wr.sg_list = len > 0 ? &sge : nullptr;
+  wr.num_sge = len > 0 ? 1 : 0;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  if (imm) wr.imm_data = htonl(imm_value);
+  wr.wr.rdma.remote_addr = remote;
+  wr.wr.rdma.rkey = rkey;
+  if (ibv_post_send(p.qp, &wr, &bad) != 0) {
+    printf("  ibv_post_send refused: %s\n", strerror(errno));
+    return false;
+  }
+  ++p.outstanding;
+  return true;
+}
+
+// The source buffer is written in place (no copy) by these helpers: a
+// stream of `len` bytes of `fill`.
+const uint8_t* fill_source(Peer& p, uint8_t fill, size_t len) {
+  memset(p.src_mem.data(), fill, len);
+  return p.src_mem.data();
+}
+
+// A WRITE WITH IMMEDIATE of `len` bytes of `fill` at the stream position
+// `tail` of the server's ring (no wrap: callers keep inside), with `imm`.
+bool write_at(Peer& p, uint64_t offset, uint8_t fill, uint32_t len, uint32_t imm) {
+  return post(p, IBV_WR_RDMA_WRITE_WITH_IMM, p.peer_addr + offset, p.peer_rkey, fill_source(p, fill, len), len, true,
+              imm);
+}
+// A zero-length WRITE WITH IMMEDIATE naming the ring (CREDIT, CONTROL).
+bool control(Peer& p, uint32_t imm) { return post(p, IBV_WR_RDMA_WRITE_WITH_IMM, p.peer_addr, p.peer_rkey, nullptr, 0, true, imm); }
+// Valid stream data at our tail.
+bool stream(Peer& p, const void* data, uint32_t len) {
+  uint64_t offset = p.tail & (p.peer_cap - 1);
+  if (offset + len > p.peer_cap) die("internal: stream write would wrap");
+  memmove(p.src_mem.data(), data, len);
+  bool ok = post(p, IBV_WR_RDMA_WRITE_WITH_IMM, p.peer_addr + offset, p.peer_rkey, p.src_mem.data(), len, true,
+                 kData | len);
+  p.tail += len;
+  return ok;
+}
+
+bool wait_sends(Peer& p, double ms) {
+  return poll_until(p, ms, [&] { return p.outstanding == 0; });
+}
+
+rdma_cm_event* next_event(rdma_event_channel* channel, int ms) {
+  pollfd pfd{channel->fd, POLLIN, 0};
+  if (poll(&pfd, 1, ms) <= 0) return nullptr;
+  rdma_cm_event* event = nullptr;
+  return rdma_get_cm_event(channel, &event) == 0 ? event : nullptr;
+}
+
+void expect_event(Peer& p, rdma_cm_event_type want, const char* what) {
+  rdma_cm_event* e = next_event(p.channel, 5000);
+  if (!e) {
+    if (want != RDMA_CM_EVENT_ESTABLISHED) skip(what);
+    printf("FAIL: %s: no event within 5 s\n", what);
+    exit(1);
+  }
+  if (e->event != want) {
+    printf("%s: got %s (status %d)\n", what, rdma_event_str(e->event), e->status);
+    if (want != RDMA_CM_EVENT_ESTABLISHED) skip(what);
+    exit(1);
+  }
+  if (want == RDMA_CM_EVENT_ESTABLISHED) {
+    const uint8_t* d = static_cast<const uint8_t*>(e->param.conn.private_data);
+    if (e->param.conn.private_data_len < 32 || memcmp(d, "VSK1", 4) != 0 || d[4] != 1 || get64(d + 8) != p.nonce) {
+      printf("FAIL: the UpgradeAccept is not what protocol.md says\n");
+      exit(1);
+    }
+    p.peer_addr = get64(d + 16);
+    p.peer_rkey = get32(d + 24);
+    p.peer_cap = get32(d + 28);
+  }
+  rdma_ack_cm_event(e);
+}
+
+// Waits for the next SEND from the server with `magic`; false on timeout.
+bool wait_message(Peer& p, const char* magic, std::vector<uint8_t>* out) {
+  bool got = poll_until(p, 5000, [&] { return !p.messages.empty(); });
+  if (!got) return false;
+  *out = p.messages.front();
+  p.messages.erase(p.messages.begin());
+  return out->size() >= 16 && memcmp(out->data(), magic, 4) == 0 && get64(out->data() + 8) == p.nonce;
+}
+
+// Kernel TCP connection, then the upgrade by hand, up to both Switches.
+void upgrade(Peer& p, const char* addr, int port) {
+  sockaddr_in server{};
+  server.sin_family = AF_INET;
+  server.sin_port = htons(uint16_t(port));
+  if (inet_pton(AF_INET, addr, &server.sin_addr) != 1) die("bad address");
+  // Everything rdma_cm and verbs need is made before the TCP connection,
+  // so that the request follows its connect() at once, as the library's
+  // would (the server waits for it only upgrade_timeout_ms).
+  p.channel = rdma_create_event_channel();
+  if (!p.channel) skip("no rdma_cm");
+  if (rdma_create_id(p.channel, &p.id, nullptr, RDMA_PS_TCP) != 0) skip("rdma_create_id");
+  if (rdma_resolve_addr(p.id, nullptr, reinterpret_cast<sockaddr*>(&server), 2000) != 0)
+    skip("rdma_resolve_addr");
+  expect_event(p, RDMA_CM_EVENT_ADDR_RESOLVED, "resolve address");
+  if (rdma_resolve_route(p.id, 2000) != 0) skip("rdma_resolve_route");
+  expect_event(p, RDMA_CM_EVENT_ROUTE_RESOLVED, "resolve route");
+  // A short ACK timeout (67 ms), so that a write nobody answers fails in
+  // (retry_count + 1) x 67 ms instead of seconds.
+  uint8_t ack_timeout = 14;
+  rdma_set_option(p.id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &ack_timeout, sizeof ack_timeout);
+
+  p.pd = ibv_alloc_pd(p.id->verbs);
+  p.cq = p.pd ? ibv_create_cq(p.id->verbs, kRecvSlots + kSendDepth + 16, nullptr, nullptr, 0) : nullptr;
+  if (!p.cq) die("PD/CQ");
+  ibv_qp_init_attr attr{};
+  attr.send_cq = attr.recv_cq = p.cq;
+  attr.qp_type = IBV_QPT_RC;
+  attr.cap.max_send_wr = kSendDepth;
+  attr.cap.max_recv_wr = kRecvSlots;
+  attr.cap.max_send_sge = attr.cap.max_recv_sge = 1;
+  if (rdma_create_qp(p.id, p.pd, &attr) != 0) die("rdma_create_qp");
+  p.qp = p.id->qp;
+  p.ring_mem.assign(p.ring_size, 0);
+  p.slots_mem.assign(size_t(kRecvSlots) * kMessageSlot, 0);
+  p.ring_mr = ibv_reg_mr(p.pd, p.ring_mem.data(), p.ring_size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  p.slots_mr = ibv_reg_mr(p.pd, p.slots_mem.data(), p.slots_mem.size(), IBV_ACCESS_LOCAL_WRITE);
+  if (!p.ring_mr || !p.slots_mr) die("ibv_reg_mr");
+  for (int i = 0; i < kRecvSlots; ++i) post_recv(p, i);
+
+  p.tcp = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(p.tcp, reinterpret_cast<sockaddr*>(&server), sizeof server) != 0) die("TCP connect");
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  getsockname(p.tcp, reinterpret_cast<sockaddr*>(&local), &len);
+  uint8_t request[56] = {};
+  memcpy(request, "VSK1", 4);
+  request[4] = 1;  // version
+  request[5] = 4;  // family
+  put16(request + 8, ntohs(local.sin_port));
+  put16(request + 10, uint16_t(port));
+  memcpy(request + 12, &local.sin_addr, 4);
+  memcpy(request + 28, &server.sin_addr, 4);
+  put64(request + 44, p.nonce);
+  rdma_conn_param param{};
+  param.private_data = request;
+  param.private_data_len = sizeof request;
+  param.responder_resources = param.initiator_depth = 1;
+  param.retry_count = 3;
+  param.rnr_retry_count = 7;
+  if (rdma_connect(p.id, &param) != 0) die("rdma_connect");
+  expect_event(p, RDMA_CM_EVENT_ESTABLISHED, "upgrade (ESTABLISHED with an UpgradeAccept)");
+  // The source buffer covers the server's whole ring (the overflow mode).
+  p.src_mem.assign(p.peer_cap + size_t{4096}, 0);
+  p.src_mr = ibv_reg_mr(p.pd, p.src_mem.data(), p.src_mem.size(), IBV_ACCESS_LOCAL_WRITE);
+  if (!p.src_mr) die("ibv_reg_mr (source)");
+
+  std::vector<uint8_t> m;
+  if (!wait_message(p, "VSKB", &m)) {
+    printf("FAIL: no Bound from the server\n");
+    exit(1);
+  }
+  uint8_t sw[40] = {};
+  memcpy(sw, "VSKS", 4);
+  sw[4] = 1;
+  put64(sw + 8, p.nonce);
+  put64(sw + 16, 0);  // nothing written on TCP
+  put64(sw + 24, reinterpret_cast<uintptr_t>(p.ring_mem.data()));
+  put32(sw + 32, p.ring_mr->rkey);
+  put32(sw + 36, p.ring_size);
+  if (!post(p, IBV_WR_SEND, 0, 0, sw, sizeof sw, false, 0) || !wait_sends(p, 5000) || p.send_failed) {
+    printf("FAIL: our Switch did not go\n");
+    exit(1);
+  }
+  if (!wait_message(p, "VSKS", &m)) {
+    printf("FAIL: no Switch from the server\n");
+    exit(1);
+  }
+  printf("upgraded: server ring %u bytes (rkey 0x%x), our ring %u; the server's Switch says %llu TCP bytes\n",
+         p.peer_cap, p.peer_rkey, p.ring_size, static_cast<unsigned long long>(get64(m.data() + 16)));
+}
+
+// The command line for hostile_target, as valid stream data.
+void command(Peer& p, const std::string& line) {
+  if (!stream(p, line.data(), uint32_t(line.size())) || !wait_sends(p, 5000) || p.send_failed) {
+    printf("FAIL: the command did not go\n");
+    exit(1);
+  }
+  // The server answers "ok\n" once it has read it (our ring's first bytes).
+  if (!poll_until(p, 10000, [&] { return p.data_in >= 3; }) || memcmp(p.ring_mem.data(), "ok\n", 3) != 0) {
+    printf("FAIL: the server did not answer the command\n");
+    exit(1);
+  }
+}
+
+// What the server's side did after the misbehaviour: its TCP socket (a
+// reset shows as ECONNRESET, a close as end of stream), and rdma_cm.
+void report(Peer& p, const char* mode, double wait_ms) {
+  wait_sends(p, wait_ms);
+  pollfd pfd{p.tcp, POLLIN, 0};
+  std::string tcp = "open";
+  if (poll(&pfd, 1, int(wait_ms)) > 0) {
+    char b[64];
+    ssize_t n = recv(p.tcp, b, sizeof b, MSG_DONTWAIT);
+    tcp = n == 0 ? "eof" : n > 0 ? "data" : strerror(errno);
+  }
+  std::string cm = "none";
+  if (rdma_cm_event* e = next_event(p.channel, 200)) {
+    cm = rdma_event_str(e->event);
+    rdma_ack_cm_event(e);
+  }
+  poll_once(p);
+  printf("hostile %s: our requests ok=%d failed=%d%s%s; got data=%llu credit=%llu fin=%d reset=%d; tcp=%s cm=%s\n",
+         mode, p.send_ok, p.send_failed, p.send_failed ? " first error " : "",
+         p.send_failed ? ibv_wc_status_str(p.first_error) : "", static_cast<unsigned long long>(p.data_in),
+         static_cast<unsigned long long>(p.credit_in), p.fin_in, p.reset_in, tcp.c_str(), cm.c_str());
+}
+
+template <typename F>
+int flood(int count, F one) {
+  int posted = 0;
+  double end = now_ms() + 20000;
+  for (; posted < count && now_ms() < end; ++posted) {
+    if (!one()) break;
+  }
+  return posted;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s ADDR PORT MODE\n", argv[0]);
+    return 2;
+  }
+  const std::string mode = argv[3];
+  Peer p;
+  if (mode == "flood-credit") p.ring_size = 8192;
+  upgrade(p, argv[1], atoi(argv[2]));
+  const uint64_t cap = p.peer_cap;
+  bool ok = true;
+  auto cmd = [&](const std::string& what) { command(p, what + "\n"); };
+
+  if (mode == "data-length") {
+    cmd("read data-length");
+    write_at(p, p.tail, 'Z', 100, kData | 200);  // says 200, carries 100
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "data-zero") {
+    cmd("read data-zero");
+    control(p, kData | 0);
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "overflow") {
+    // The server holds off reading for 3 s: its ring has room for cap -
+    // L more bytes (L: the command it consumed and has not credited).
+    // Fill it to the end, then 1 byte more at its start.
+    std::string line = "read overflow 3000\n";
+    command(p, line);
+    uint64_t rest = cap - p.tail;
+    write_at(p, p.tail, 'A', uint32_t(rest), kData | uint32_t(rest));
+    write_at(p, 0, 'Z', 1, kData | 1);
+    report(p, mode.c_str(), 4000);
+  } else if (mode == "oob-end" || mode == "oob-before" || mode == "bad-rkey") {
+    cmd("read " + mode);
+    uint64_t address = mode == "oob-end" ? p.peer_addr + cap - 32 : mode == "oob-before" ? p.peer_addr - 64 : p.peer_addr;
+    uint32_t rkey = mode == "bad-rkey" ? p.peer_rkey + 0x100 : p.peer_rkey;
+    post(p, IBV_WR_RDMA_WRITE_WITH_IMM, address, rkey, fill_source(p, 'Z', 64), 64, true, kData | 64);
+    report(p, mode.c_str(), 3000);
+    if (p.send_failed == 0) {
+      printf("FAIL: %s: the device accepted a write outside the advertised ring\n", mode.c_str());
+      ok = false;
+    }
+  } else if (mode == "credit-excess") {
+    cmd("read credit-excess");
+    // The server wrote its "ok" (3 bytes) into our ring: credit 1 more.
+    control(p, kCredit | uint32_t(p.data_in + 1));
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "credit-zero") {
+    cmd("read credit-zero");
+    control(p, kCredit | 0);
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "credit-payload") {
+    cmd("read credit-payload");
+    write_at(p, p.tail, 'Z', 8, kCredit | 8);
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "type3") {
+    cmd("read type3");
+    control(p, kReserved | 1);
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "control-zero") {
+    cmd("read control-zero");
+    control(p, kControl | 0);
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "control-unknown") {
+    cmd("read control-unknown");
+    control(p, kControl | 7);
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "data-after-fin") {
+    cmd("read data-after-fin");
+    control(p, kControl | kFin);
+    write_at(p, p.tail, 'Z', 10, kData | 10);
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "second-fin") {
+    cmd("read second-fin");
+    control(p, kControl | kFin);
+    control(p, kControl | kFin);
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "send-extra") {
+    cmd("read send-extra");
+    uint8_t bogus[16] = {'V', 'S', 'K', 'S', 1};
+    put64(bogus + 8, p.nonce);
+    post(p, IBV_WR_SEND, 0, 0, bogus, sizeof bogus, false, 0);  // a second, short Switch
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "send-long") {
+    cmd("read send-long");
+    std::vector<uint8_t> big(200, 'Z');
+    post(p, IBV_WR_SEND, 0, 0, big.data(), uint32_t(big.size()), false, 0);
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "flood-send" || mode == "flood-zero") {
+    cmd("read " + mode);
+    const int count = 3000;
+    const int ok_before = p.send_ok;  // the Switch and the command
+    uint8_t bogus[16] = {'V', 'S', 'K', 'X', 1};
+    int posted = flood(count, [&] {
+      return mode == "flood-send" ? post(p, IBV_WR_SEND, 0, 0, bogus, sizeof bogus, false, 0) : control(p, kCredit | 0);
+    });
+    report(p, mode.c_str(), 3000);
+    const int taken = p.send_ok - ok_before;
+    printf("  flood: %d of %d posted; the server's device acknowledged %d before its queue pair failed, %d failed\n",
+           posted, count, taken, p.send_failed);
+    if (taken >= posted) {
+      printf("FAIL: %s: every message of the flood was taken\n", mode.c_str());
+      ok = false;
+    }
+  } else if (mode == "flood-credit") {
+    // A flood of valid control messages: the server pushes 2 rings' worth;
+    // we return the credit for the first ring one byte at a time (8192
+    // CREDITs), and every byte after that at once, then FIN.
+    const uint64_t push = uint64_t{p.ring_size} * 2;
+    const uint64_t total = push + 3;  // and the server's "ok"
+    cmd("push flood-credit " + std::to_string(push));
+    if (!poll_until(p, 10000, [&] { return p.data_in >= p.ring_size; })) {
+      printf("FAIL: flood-credit: the server did not fill our ring (%llu bytes)\n",
+             static_cast<unsigned long long>(p.data_in));
+      return 1;
+    }
+    double start = now_ms();
+    uint64_t credited = 0;
+    for (; credited < p.ring_size && p.send_failed == 0; ++credited)
+      if (!control(p, kCredit | 1)) break;
+    wait_sends(p, 10000);
+    double took = now_ms() - start;
+    bool all = poll_until(p, 10000, [&] {
+      if (p.data_in > credited && p.send_failed == 0 && p.outstanding < kSendDepth - 8) {
+        uint64_t more = p.data_in - credited;  // what came after the first ring: all of it at once
+        if (more + credited > total) more = total - credited;
+        if (more > 0 && control(p, kCredit | uint32_t(more))) credited += more;
+      }
+      return p.data_in >= total && credited >= total;
+    });
+    printf("  flood-credit: %llu one-byte CREDITs in %.0f ms; received %llu of %llu bytes\n",
+           static_cast<unsigned long long>(p.ring_size), took, static_cast<unsigned long long>(p.data_in),
+           static_cast<unsigned long long>(total));
+    control(p, kControl | kFin);
+    report(p, mode.c_str(), 3000);
+    if (!all || p.send_failed) {
+      printf("FAIL: flood-credit: the stream did not complete\n");
+      ok = false;
+    }
+  } else if (mode == "no-credit") {
+    // The server pushes 1 MiB; we never return credit.
+    cmd("push no-credit 1048576");
+    poll_until(p, 6000, [] { return false; });
+    printf("  no-credit: received %llu bytes in %llu writes (our ring: %u), no credit returned\n",
+           static_cast<unsigned long long>(p.data_in), static_cast<unsigned long long>(p.data_wrs_in), p.ring_size);
+    if (p.data_in > p.ring_size) {
+      printf("FAIL: no-credit: the server wrote more than our ring\n");
+      ok = false;
+    }
+    // Then go away without a FIN: the server's read must end.
+    rdma_disconnect(p.id);
+    close(p.tcp);
+    p.tcp = -1;
+    printf("hostile no-credit: disconnected without FIN\n");
+  } else if (mode == "write-after-fin") {
+    cmd("read write-after-fin 1000");
+    const uint32_t n = 1000;
+    stream(p, fill_source(p, 'A', n), n);
+    control(p, kControl | kFin);
+    // Bytes behind the FIN, which no immediate accounts for: plain WRITEs
+    // into the ring, past the tail and over its start.
+    uint64_t off = p.tail & (cap - 1);
+    post(p, IBV_WR_RDMA_WRITE, p.peer_addr + off, p.peer_rkey, fill_source(p, 'Z', 4096), 4096, false, 0);
+    wait_sends(p, 3000);
+    int ok_before = p.send_ok, failed_before = p.send_failed;
+    printf("  after FIN: %d ok, %d failed (plain writes into the ring, unaccounted)\n", ok_before, failed_before);
+    // The server reads after 1 s, sees the end, and closes: its kernel
+    // socket then ends ours.
+    pollfd pfd{p.tcp, POLLIN, 0};
+    int ready = poll(&pfd, 1, 8000);
+    char b[8];
+    ssize_t r = ready > 0 ? recv(p.tcp, b, sizeof b, 0) : -1;
+    printf("  server closed: tcp %s\n", r == 0 ? "eof" : "no end within 8 s");
+    usleep(300 * 1000);
+    // Into the ring of a closed socket (its rkey must be dead, or its queue
+    // pair gone): rdma_cm's DISCONNECTED is not read, so our queue pair is
+    // still in RTS and the writes go on the wire.
+    post(p, IBV_WR_RDMA_WRITE, p.peer_addr, p.peer_rkey, fill_source(p, 'Z', 64), 64, false, 0);
+    post(p, IBV_WR_RDMA_WRITE_WITH_IMM, p.peer_addr, p.peer_rkey, fill_source(p, 'Z', 64), 64, true, kData | 64);
+    wait_sends(p, 5000);
+    int late_ok = p.send_ok - ok_before;
+    printf("  after the server's close: %d ok, %d failed%s%s\n", late_ok, p.send_failed - failed_before,
+           p.send_failed > failed_before ? ", first error " : "",
+           p.send_failed > failed_before ? ibv_wc_status_str(p.first_error) : "");
+    report(p, mode.c_str(), 500);
+    if (r != 0) {
+      printf("FAIL: write-after-fin: the server did not close the connection\n");
+      ok = false;
+    } else if (late_ok > 0) {
+      printf("FAIL: write-after-fin: a write into a closed socket's ring was acknowledged\n");
+      ok = false;
+    }
+  } else {
+    fprintf(stderr, "unknown mode %s\n", mode.c_str());
+    return 2;
+  }
+  // Leave: the server sees the rdma_cm connection and the TCP socket go.
+  if (p.id) rdma_disconnect(p.id);
+  if (p.tcp >= 0) close(p.tcp);
+  printf("%s: %s\n", ok ? "DONE" : "FAILED", mode.c_str());
+  return ok ? 0 : 1;
+}
