@@ -79,6 +79,9 @@ struct vsock_stats {
    * a message too many or too long, a write the device refused as outside
    * the ring). */
   uint64_t stream_violations;
+  /* Server: accepted connections that stay on TCP because no upgrade
+   * request came for them in time (the client runs no libvsock). */
+  uint64_t fallback_no_request;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

@@ -48,7 +48,8 @@ namespace vsock::core {
   X(upgrade_redirects)         \
   X(rendezvous_claims)         \
   X(upgrade_requests_forged)   \
-  X(stream_violations)
+  X(stream_violations)         \
+  X(fallback_no_request)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

@@ -16,7 +16,8 @@ constexpr const char* kPathNames[] = {"kernel", "upgrading", "rdma", "reverted",
 constexpr const char* kWhyNames[] = {"",            "undecided",   "rule",         "no_device",
                                      "option",      "datagram",    "declined",     "rejected",
                                      "no_listener", "unreachable", "timeout",      "local_error",
-                                     "peer_closed", "transport_error", "refused",  "handed_off"};
+                                     "peer_closed", "transport_error", "refused",  "handed_off",
+                                     "cached_peer", "no_request"};
 static_assert(sizeof kWhyNames / sizeof kWhyNames[0] == static_cast<size_t>(KernelWhy::kCount),
               "a name per KernelWhy");
 

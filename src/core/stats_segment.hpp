@@ -39,7 +39,7 @@ enum class KernelWhy : uint8_t {
   kNoDevice,
   kOption,           // an option the RDMA path cannot honour
   kDatagram,         // UDP: datagrams stay on the kernel in this version
-  kDeclined,         // the upgrade was not attempted after all (cached peer, no request)
+  kDeclined,         // the upgrade was not attempted after all (e.g. handed over before it began)
   kRejected,
   kNoListener,       // the peer runs no libvsock on that port
   kUnreachable,
@@ -49,6 +49,8 @@ enum class KernelWhy : uint8_t {
   kTransportError,
   kRefused,          // the server refused this connection only
   kHandedOff,        // went back to TCP: handed to another process (fork, SCM_RIGHTS) or the peer did
+  kCachedPeer,       // not tried: an upgrade to this peer failed lately (peer_fail_cache_s)
+  kNoRequest,        // accepted, but no upgrade request came (the client runs no libvsock)
   kCount
 };
 const char* socket_path_name(SocketPath path);

@@ -47,6 +47,7 @@ core::KernelWhy why_of_fallback(FallbackReason reason) {
     case FallbackReason::kPeerClosed: return core::KernelWhy::kPeerClosed;
     case FallbackReason::kTransportError: return core::KernelWhy::kTransportError;
     case FallbackReason::kRefused: return core::KernelWhy::kRefused;
+    case FallbackReason::kNoRequest: return core::KernelWhy::kNoRequest;
   }
   return core::KernelWhy::kUndecided;
 }
@@ -57,6 +58,7 @@ core::KernelWhy why_of_registry(KernelReason reason) {
     case KernelReason::kRule: return core::KernelWhy::kRule;
     case KernelReason::kNoDevice: return core::KernelWhy::kNoDevice;
     case KernelReason::kOption: return core::KernelWhy::kOption;
+    case KernelReason::kCachedPeer: return core::KernelWhy::kCachedPeer;
   }
   return core::KernelWhy::kUndecided;
 }
@@ -98,7 +100,9 @@ void classify_stream(const StreamSnapshot& s, KernelReason registry_reason, core
       return;
     case UpgradePhase::kFallback:
       *path = core::SocketPath::kKernel;
-      *why = why_of_fallback(s.fallback);
+      // A decision of the socket's own (an option set after the upgrade
+      // began) says more than the upgrade's "declined".
+      *why = registry_reason != KernelReason::kUndecided ? why_of_registry(registry_reason) : why_of_fallback(s.fallback);
       return;
     case UpgradePhase::kKernel:
       break;

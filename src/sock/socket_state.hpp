@@ -16,7 +16,9 @@ class StreamSocket;
 enum class SocketRole : uint8_t { kUnknown, kClient, kListener, kAccepted };
 
 // Why a socket is on the kernel path (kUndecided: it may still upgrade).
-enum class KernelReason : uint8_t { kUndecided, kRule, kNoDevice, kOption };
+// Why a socket stays on the kernel for good, decided before any upgrade
+// began (kCachedPeer: its peer failed an upgrade lately, peer_fail_cache_s).
+enum class KernelReason : uint8_t { kUndecided, kRule, kNoDevice, kOption, kCachedPeer };
 
 struct SocketState {
   int domain = 0;

@@ -67,6 +67,7 @@ void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t pe
   if (engine == nullptr) return;
   if (engine->peer_failed_recently(peer, peer_len)) {
     core::stat_add(core::Stat::fallback_cached_peer);
+    state->kernel_reason.store(KernelReason::kCachedPeer);
     return;
   }
   auto* stream = new (std::nothrow) StreamSocket(UpgradeRole::kClient, new_nonce());

@@ -50,6 +50,7 @@ void count_fallback(FallbackReason reason) {
     case FallbackReason::kPeerClosed: core::stat_add(Stat::fallback_peer_closed); return;
     case FallbackReason::kTransportError: core::stat_add(Stat::fallback_transport_error); return;
     case FallbackReason::kRefused: core::stat_add(Stat::fallback_refused); return;
+    case FallbackReason::kNoRequest: core::stat_add(Stat::fallback_no_request); return;
   }
 }
 

@@ -227,6 +227,7 @@ const char* fallback_reason_name(FallbackReason reason) {
   switch (reason) {
     case FallbackReason::kNone: return "none";
     case FallbackReason::kDeclined: return "declined";
+    case FallbackReason::kNoRequest: return "no-request";
     case FallbackReason::kRejected: return "rejected";
     case FallbackReason::kNoListener: return "no-listener";
     case FallbackReason::kUnreachable: return "unreachable";

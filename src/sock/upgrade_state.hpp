@@ -69,6 +69,7 @@ enum class FallbackReason : uint8_t {
   kPeerClosed,      // the TCP connection ended before the upgrade did
   kTransportError,  // the queue pair failed before anything was switched
   kRefused,         // the server refused this connection only (not remembered)
+  kNoRequest,       // server: accepted, and no request came for it in time
 };
 
 enum class UpgradeAction : uint8_t {

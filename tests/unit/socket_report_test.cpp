@@ -60,6 +60,19 @@ TEST(SocketReport, NoUpgradeTakesTheRegistryReason) {
   EXPECT_EQ(classify(s, KernelReason::kRule).why, core::KernelWhy::kRule);
   EXPECT_EQ(classify(s, KernelReason::kNoDevice).why, core::KernelWhy::kNoDevice);
   EXPECT_EQ(classify(s, KernelReason::kNoDevice).path, core::SocketPath::kKernel);
+  EXPECT_EQ(classify(s, KernelReason::kCachedPeer).why, core::KernelWhy::kCachedPeer);
+}
+
+TEST(SocketReport, NoRequestAndAnOptionNameTheirReasons) {
+  StreamSnapshot s;
+  s.phase = UpgradePhase::kFallback;
+  s.fallback = FallbackReason::kNoRequest;
+  EXPECT_EQ(classify(s).why, core::KernelWhy::kNoRequest);
+  // An option set after the upgrade began: the socket's own reason, not
+  // the upgrade's "declined".
+  s.fallback = FallbackReason::kDeclined;
+  EXPECT_EQ(classify(s, KernelReason::kOption).why, core::KernelWhy::kOption);
+  EXPECT_EQ(classify(s).why, core::KernelWhy::kDeclined);
 }
 
 }  // namespace

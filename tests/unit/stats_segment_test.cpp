@@ -199,6 +199,8 @@ TEST(StatsSegment, NamesOfPathsAndReasons) {
   EXPECT_STREQ(kernel_why_name(KernelWhy::kNone), "");
   EXPECT_STREQ(kernel_why_name(KernelWhy::kNoListener), "no_listener");
   EXPECT_STREQ(kernel_why_name(KernelWhy::kHandedOff), "handed_off");
+  EXPECT_STREQ(kernel_why_name(KernelWhy::kCachedPeer), "cached_peer");
+  EXPECT_STREQ(kernel_why_name(KernelWhy::kNoRequest), "no_request");
   EXPECT_STREQ(kernel_why_name(KernelWhy::kCount), "unknown");
 }
 

@@ -84,7 +84,7 @@ void Engine::check_timers() {
     for (int fd : expired.tcp_fds) {
       auto it = listener->sockets.find(fd);
       if (it == listener->sockets.end()) continue;
-      it->second->fall_back_now(FallbackReason::kDeclined, "no upgrade request came");
+      it->second->fall_back_now(FallbackReason::kNoRequest, "no upgrade request came");
       it->second->release();
       listener->sockets.erase(it);
     }
