@@ -35,8 +35,8 @@ class SpinBudget {
   // Call after a look that found nothing: true to look again, false when
   // the budget (or the deadline) is spent.
   bool next();
-  // True on the first look and on every look that follows a yield: the
-  // looks on which a waiter also asks the kernel about its fds.
+  // True on the first look and on every few looks after (with the clock
+  // read): the looks on which a waiter also asks the kernel about its fds.
   bool checkpoint() const;
   // Whether this thread's spins yield at every look (they found that it
   // shares its CPU with a thread that is waiting to run).
