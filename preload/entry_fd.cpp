@@ -6,7 +6,7 @@
 #include <cstdarg>
 
 #include "preload/entry_common.hpp"
-#include "sock/wait_engine.hpp"
+#include "sock/wait/wait_engine.hpp"
 
 using namespace vsock;
 using vsock::preload::ErrnoKeeper;

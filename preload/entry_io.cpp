@@ -11,7 +11,7 @@
 
 #include "core/stats.hpp"
 #include "preload/entry_common.hpp"
-#include "sock/stream_handoff.hpp"
+#include "sock/stream/stream_handoff.hpp"
 
 using namespace vsock;
 using vsock::preload::real;

@@ -6,9 +6,9 @@
 #include "core/log.hpp"
 #include "core/stats.hpp"
 #include "preload/entry_common.hpp"
-#include "sock/stream_handoff.hpp"
+#include "sock/stream/stream_handoff.hpp"
 #include "sock/stats_publisher.hpp"
-#include "sock/stream_hooks.hpp"
+#include "sock/stream/stream_hooks.hpp"
 #include "vsock/vsock.h"
 
 using namespace vsock;

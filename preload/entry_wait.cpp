@@ -5,7 +5,7 @@
 #include <sys/select.h>
 
 #include "preload/entry_common.hpp"
-#include "sock/wait_engine.hpp"
+#include "sock/wait/wait_engine.hpp"
 
 using namespace vsock;
 using vsock::preload::real;

@@ -9,7 +9,7 @@
 #include <new>
 
 #include "core/config.hpp"
-#include "sock/stream_hooks.hpp"
+#include "sock/stream/stream_hooks.hpp"
 #include "core/stats.hpp"
 #include "sock/fd_table.hpp"
 #include "sock/stats_publisher.hpp"

@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "sock/stream_socket.hpp"
+#include "sock/stream/stream_socket.hpp"
 #include "sys/real_calls.hpp"
 
 namespace vsock::sock {

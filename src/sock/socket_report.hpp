@@ -7,7 +7,7 @@
 
 #include "core/stats_segment.hpp"
 #include "sock/registry.hpp"
-#include "sock/upgrade_state.hpp"
+#include "sock/upgrade/upgrade_state.hpp"
 
 namespace vsock::sock {
 

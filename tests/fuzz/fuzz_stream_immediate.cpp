@@ -19,15 +19,15 @@
 //     than one immediate carries, and never leaves a writer without credit
 //     while consumed bytes are unreported.
 //
-// Sources: src/sock/stream_immediate.cpp src/sock/stream_credit.cpp
+// Sources: src/sock/stream/stream_immediate.cpp src/sock/stream/stream_credit.cpp
 //          src/rdma/ring_index.cpp (all pure; include path: src/)
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
 #include "rdma/ring_index.hpp"
-#include "sock/stream_credit.hpp"
-#include "sock/stream_immediate.hpp"
+#include "sock/stream/stream_credit.hpp"
+#include "sock/stream/stream_immediate.hpp"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// libFuzzer target: SwitchReader (src/sock/switch_reader.cpp), which takes
+// libFuzzer target: SwitchReader (src/sock/stream/switch_reader.cpp), which takes
 // the peer's Switch count (docs/protocol.md §2), its Revert count (§5),
 // the kernel's deliveries and the ring's.
 //
@@ -25,7 +25,7 @@
 #include <cstring>
 
 #include "fuzz_check.hpp"
-#include "sock/switch_reader.hpp"
+#include "sock/stream/switch_reader.hpp"
 
 using vsock::sock::ReadPlan;
 using vsock::sock::SwitchReader;

@@ -1,4 +1,4 @@
-// libFuzzer target: UpgradeMatcher (src/sock/upgrade_matcher.cpp), which
+// libFuzzer target: UpgradeMatcher (src/sock/upgrade/upgrade_matcher.cpp), which
 // holds the connect requests peers send until their sockets are accepted.
 //
 // Input: records; the first byte picks an operation:
@@ -21,7 +21,7 @@
 #include <set>
 
 #include "fuzz_check.hpp"
-#include "sock/upgrade_matcher.hpp"
+#include "sock/upgrade/upgrade_matcher.hpp"
 #include "sock/wire/upgrade_request.hpp"
 
 namespace {

@@ -21,7 +21,7 @@
 #include <random>
 #include <vector>
 
-#include "sock/stream_wait.hpp"
+#include "sock/stream/stream_wait.hpp"
 #include "stream_support.hpp"
 
 namespace vsock::test {

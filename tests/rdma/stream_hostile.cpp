@@ -20,8 +20,8 @@
 #include "rdma/protection_domain.hpp"
 #include "rdma/rc_queue_pair.hpp"
 #include "rdma/ring_buffer.hpp"
-#include "sock/stream_immediate.hpp"
-#include "sock/stream_wait.hpp"
+#include "sock/stream/stream_immediate.hpp"
+#include "sock/stream/stream_wait.hpp"
 #include "stream_support.hpp"
 
 namespace vsock::test {

@@ -26,7 +26,7 @@
 #include <cstring>
 #include <vector>
 
-#include "sock/stream_wait.hpp"
+#include "sock/stream/stream_wait.hpp"
 #include "stream_support.hpp"
 
 namespace vsock::test {

@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "sock/stream_wait.hpp"
+#include "sock/stream/stream_wait.hpp"
 #include "sock/wire/switch_message.hpp"
 #include "stream_support.hpp"
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/settings.hpp"
-#include "sock/stream_wait.hpp"
+#include "sock/stream/stream_wait.hpp"
 #include "stream_support.hpp"
 
 namespace vsock::test {

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "sock/stream_wait.hpp"
+#include "sock/stream/stream_wait.hpp"
 #include "stream_support.hpp"
 
 namespace vsock::test {

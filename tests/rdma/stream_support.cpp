@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "sock/stream_wait.hpp"
+#include "sock/stream/stream_wait.hpp"
 
 namespace vsock::test {
 namespace {

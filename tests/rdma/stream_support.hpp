@@ -10,8 +10,8 @@
 #include "rdma/device.hpp"
 #include "rdma/rc_queue_pair.hpp"
 #include "rdma/remote_ring.hpp"
-#include "sock/stream_channel.hpp"
-#include "sock/stream_config.hpp"
+#include "sock/stream/stream_channel.hpp"
+#include "sock/stream/stream_config.hpp"
 #include "test_support.hpp"
 
 namespace vsock::test {

@@ -1,4 +1,4 @@
-// The epoll views (src/sock/epoll_view.hpp) under threads, called directly
+// The epoll views (src/sock/wait/epoll_view.hpp) under threads, called directly
 // rather than through the interposed libc names, so that ThreadSanitizer
 // sees the library's locks (label threads). TCP pairs on loopback that the
 // registry tracks, as the entry points would register them: several
@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "sock/registry.hpp"
-#include "sock/wait_engine.hpp"
+#include "sock/wait/wait_engine.hpp"
 
 namespace vsock::sock {
 namespace {

@@ -1,6 +1,6 @@
 // PeerFailureCache: peers that failed to upgrade, remembered for a while,
 // bounded with LRU eviction; time passed in.
-#include "sock/peer_failure_cache.hpp"
+#include "sock/upgrade/peer_failure_cache.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

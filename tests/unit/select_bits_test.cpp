@@ -1,7 +1,7 @@
 // select's fd sets as the kernel reads them: nfds is clamped to the
 // process's fd table (never an error above FD_SETSIZE), and the bit helpers
 // agree with FD_SET/FD_ISSET inside FD_SETSIZE.
-#include "sock/select_bits.hpp"
+#include "sock/wait/select_bits.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,6 +1,6 @@
 // SpinBudget: the spin of every blocking wait is bounded by the budget and
 // by the caller's deadline, and a wait with no time left does not spin.
-#include "sock/spin_budget.hpp"
+#include "sock/wait/spin_budget.hpp"
 
 #include <gtest/gtest.h>
 #include <pthread.h>

@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstdint>
 
-#include "sock/stream_immediate.hpp"
+#include "sock/stream/stream_immediate.hpp"
 
 namespace vsock::sock {
 namespace {

@@ -12,11 +12,11 @@
 #include <random>
 #include <vector>
 
-#include "sock/stream_credit.hpp"
-#include "sock/stream_immediate.hpp"
-#include "sock/stream_iov.hpp"
-#include "sock/stream_segment.hpp"
-#include "sock/stream_send_queue.hpp"
+#include "sock/stream/stream_credit.hpp"
+#include "sock/stream/stream_immediate.hpp"
+#include "sock/stream/stream_iov.hpp"
+#include "sock/stream/stream_segment.hpp"
+#include "sock/stream/stream_send_queue.hpp"
 
 namespace vsock::sock {
 namespace {

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "sock/switch_reader.hpp"
+#include "sock/stream/switch_reader.hpp"
 
 namespace vsock::sock {
 namespace {

@@ -1,6 +1,6 @@
 // SwitchReader: where each read's bytes come from around the peer's Switch
 // (docs/protocol.md §2), and the peer's counts it must refuse.
-#include "sock/switch_reader.hpp"
+#include "sock/stream/switch_reader.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>

@@ -1,6 +1,6 @@
 // SwitchWriter: the count a side puts into its Switch, and no TCP writes
 // after it (docs/protocol.md §2).
-#include "sock/switch_writer.hpp"
+#include "sock/stream/switch_writer.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// tcp_connection_exists (src/sock/tcp_lookup.*): real loopback connections,
+// tcp_connection_exists (src/sock/upgrade/tcp_lookup.*): real loopback connections,
 // found by their 4-tuple while still in the listener's backlog and after
 // accept(); a 4-tuple with no connection is not found.
-#include "sock/tcp_lookup.hpp"
+#include "sock/upgrade/tcp_lookup.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

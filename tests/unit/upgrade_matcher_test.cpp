@@ -1,6 +1,6 @@
 // UpgradeMatcher: connect requests and accepted sockets, in either order,
 // bounded in number and time (docs/protocol.md §1).
-#include "sock/upgrade_matcher.hpp"
+#include "sock/upgrade/upgrade_matcher.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // UpgradeState: every event in every reachable state, for both roles. The
 // table below lists the legal transitions; everything not in it must end
 // in kFailed with EPROTO and a reset, never a crash.
-#include "sock/upgrade_state.hpp"
+#include "sock/upgrade/upgrade_state.hpp"
 
 #include <gtest/gtest.h>
 

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <string>
 
-#include "sock/stream_channel.hpp"
-#include "sock/stream_config.hpp"
+#include "sock/stream/stream_channel.hpp"
+#include "sock/stream/stream_config.hpp"
 
 namespace vsock::info {
 namespace {

@@ -1,4 +1,4 @@
-// The side band's engine, inside (sock/upgrade_engine.hpp says what it
+// The side band's engine, inside (sock/upgrade/upgrade_engine.hpp says what it
 // does for the rest of the library): its bookkeeping types and the Engine
 // class. Its member functions live in one file per job:
 //   engine.cpp            the thread and its timers, closing, the process's engine
@@ -7,7 +7,7 @@
 //   engine_requests.cpp   requests that arrive, their answers, early upgrades
 //   engine_claims.cpp     shared listeners: claims, the rendezvous listener, adoption
 #pragma once
-#include "sock/upgrade_engine.hpp"
+#include "sock/upgrade/upgrade_engine.hpp"
 
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -35,14 +35,14 @@
 #include "rdma/cm_listener.hpp"
 #include "rdma/cm_qp.hpp"
 #include "rdma/device.hpp"
-#include "sock/held_data_watch.hpp"
+#include "sock/stream/held_data_watch.hpp"
 #include "sock/offload_policy.hpp"
-#include "sock/peer_failure_cache.hpp"
-#include "sock/stream_config.hpp"
-#include "sock/tcp_lookup.hpp"
+#include "sock/upgrade/peer_failure_cache.hpp"
+#include "sock/stream/stream_config.hpp"
+#include "sock/upgrade/tcp_lookup.hpp"
 #include "sock/upgrade/listener_boards.hpp"
 #include "sock/upgrade/process_liveness.hpp"
-#include "sock/upgrade_matcher.hpp"
+#include "sock/upgrade/upgrade_matcher.hpp"
 #include "sock/wire/reject_message.hpp"
 #include "sock/wire/upgrade_accept.hpp"
 #include "sock/wire/upgrade_request.hpp"

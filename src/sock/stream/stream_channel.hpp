@@ -1,0 +1,321 @@
+// StreamChannel: the data path of one upgraded TCP connection — a byte
+// stream in each direction over an RC queue pair (DESIGN decision 4,
+// docs/protocol.md §3). How the queue pair got connected (rdma_cm, or a
+// socketpair in tests) is not its business.
+//
+// Sending: write() copies the application's bytes into a registered send
+// buffer that mirrors the peer's receive ring offset for offset, and posts
+// RDMA WRITE WITH IMMEDIATE (DATA, its length) at the ring's tail: one work
+// request per piece, cut at the ring's end and at max_segment; pieces up to
+// the inline size go inline. Because the buffer mirrors the ring, the bytes
+// at a position are only overwritten once the peer has credited that
+// position, i.e. consumed what the earlier write carried: no send-side
+// bookkeeping of completed writes is needed, and nothing is ever posted
+// from application memory. Completions are requested selectively
+// (SendQueueTracker) and work requests posted in batches. send_message()
+// posts the one two-sided SEND of a direction, the Switch (§2), in order
+// with the DATA around it: inline, or copied into a send slot.
+//
+// Receiving: this side's ReceiveRing (the only memory the peer can write)
+// takes the peer's writes; receives, re-posted in batches, take the
+// immediates. Each receive points at its own kControlMessageMax-byte slot
+// of a local-only region: a WRITE WITH IMMEDIATE leaves it untouched (its
+// bytes went to the ring), a SEND lands there and is copied into a
+// one-message inbox (take_message()). Messages are taken in from
+// post_initial_receives() on, before start(): the server learns the
+// client's ring from its Switch. The inbox holds kInboxDepth messages:
+// a direction sends at most Bound or Switch, then a Revert (§5), and the
+// second may arrive before the first was taken. Each immediate is parsed and checked
+// against the ring before it counts; consumed bytes go back as CREDIT
+// (CreditReturn). FIN ends the stream after the data before it; RESET, a
+// transport error or any protocol violation fails the channel: ECONNRESET
+// from then on (writes; reads once the bytes that had arrived are read, as
+// the kernel keeps its receive queue across a TCP reset; a violation drops
+// them) and the queue pair goes to the error state, so the peer can write
+// nothing more.
+//
+// Nothing here blocks or sleeps: write() and read() return EAGAIN, and the
+// caller waits with wait_until() (stream_wait.hpp) or its own poll loop on
+// completion_fd(). Not thread-safe: the socket layer serialises calls.
+#pragma once
+#include <infiniband/verbs.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/result.hpp"
+#include "rdma/completion_queue.hpp"
+#include "rdma/device.hpp"
+#include "rdma/memory_region.hpp"
+#include "rdma/protection_domain.hpp"
+#include "rdma/rc_queue_pair.hpp"
+#include "rdma/remote_ring.hpp"
+#include "rdma/ring_buffer.hpp"
+#include "rdma/status.hpp"
+#include "sock/stream/stream_config.hpp"
+#include "sock/stream/stream_credit.hpp"
+#include "sock/stream/stream_send_queue.hpp"
+
+namespace vsock::sock {
+
+// What a channel has done, for tests, benchmarks and stats.
+struct StreamCounters {
+  uint64_t bytes_written = 0;     // accepted by write()
+  uint64_t bytes_read = 0;        // consumed by read()
+  uint64_t data_wrs = 0;          // DATA work requests posted
+  uint64_t inline_wrs = 0;        // ... of which inline
+  uint64_t ring_end_splits = 0;   // DATA pieces cut at the end of the peer's ring
+  uint64_t signaled_wrs = 0;      // work requests posted signalled
+  uint64_t post_calls = 0;        // ibv_post_send calls (each posts a batch)
+  uint64_t credits_sent = 0;      // CREDIT work requests
+  uint64_t credits_received = 0;  // CREDIT immediates
+  uint64_t data_received = 0;     // DATA immediates
+  uint64_t recv_posts = 0;        // ibv_post_recv calls (each re-posts a batch)
+  uint64_t completions = 0;       // work completions taken from the CQ
+  uint64_t write_eagain = 0;      // write() found no credit
+  uint64_t sq_full = 0;           // a flush stopped at a full send queue
+  uint64_t corked = 0;            // flushes held back by autocork
+  uint64_t probes = 0;            // liveness probes posted
+  uint64_t messages_sent = 0;      // SENDs posted by send_message()
+  uint64_t messages_received = 0;  // SENDs taken into the inbox
+};
+
+class StreamChannel {
+ public:
+  // The largest peer ring accepted: the largest ring_size the settings
+  // allow. The send buffer mirrors the peer's ring, so without a bound a
+  // peer would choose how much of our memory gets pinned.
+  static constexpr uint64_t kMaxPeerRing = uint64_t{1} << 30;
+  // The largest two-sided message either way: the size of a receive slot.
+  // The Switch (wire::kSwitchMessageSize, 40 bytes) fits.
+  static constexpr size_t kControlMessageMax = 64;
+  // Messages received and not yet taken, at most (a third is a violation).
+  static constexpr size_t kInboxDepth = 2;
+
+  // Creates the queue pair (in RESET), its CQ and completion channel, its
+  // own protection domain (so no other connection's memory is reachable
+  // through this queue pair) and the receive ring. `device` must outlive
+  // the channel. EINVAL for a configuration that cannot work.
+  static core::Result<StreamChannel> create(const rdma::Device& device, const StreamConfig& config);
+
+  StreamChannel() = default;
+  StreamChannel(StreamChannel&&) noexcept = default;
+  // No move assignment: member-wise it would free the PD before the queue
+  // pair that uses it. Move-construct instead.
+  StreamChannel& operator=(StreamChannel&&) = delete;
+  StreamChannel(const StreamChannel&) = delete;
+  StreamChannel& operator=(const StreamChannel&) = delete;
+
+  // --- connecting -------------------------------------------------------
+  // What the peer needs: our queue pair and our ring.
+  rdma::QpEndpoint local_endpoint(uint32_t psn) const { return qp_.local_endpoint(psn); }
+  rdma::RingDescriptor local_ring() const { return ring_.descriptor(); }
+  // All of it: INIT, receives posted, RTR, RTS, then start().
+  rdma::Status connect(const rdma::QpEndpoint& peer, uint32_t local_psn, const rdma::RingDescriptor& peer_ring);
+  // The same in steps, for a queue pair connected by someone else: move it
+  // to INIT, post_initial_receives() (before the peer may write), connect
+  // it, then start() with the peer's ring.
+  rdma::RcQueuePair& queue_pair() { return qp_; }
+  rdma::Status post_initial_receives();
+  // EPROTO for a ring descriptor that is invalid or larger than kMaxPeerRing
+  // or the config's max_peer_ring.
+  rdma::Status start(const rdma::RingDescriptor& peer_ring);
+
+  // --- the socket-shaped calls ------------------------------------------
+  // Takes as many bytes as the peer's ring has room for (partial writes);
+  // EAGAIN when it has none, EPIPE after shutdown_write(), the channel's
+  // error once it has failed. Never blocks.
+  core::Result<size_t> write(const iovec* iov, int count);
+  core::Result<size_t> write(const void* data, size_t length);
+  // Copies up to the iovecs' size from the ring; with peek, leaves the bytes
+  // there. EAGAIN when empty, 0 at end of stream, the error once failed and
+  // empty: bytes that arrived before a failure are still delivered first,
+  // and a FIN that arrived before it still reads as the end of stream.
+  core::Result<size_t> read(const iovec* iov, int count, bool peek);
+  core::Result<size_t> read(void* data, size_t length, bool peek = false);
+
+  size_t readable_bytes() const;  // FIONREAD
+  // read() would not return EAGAIN: data, end of stream, or an error.
+  bool readable() const;
+  // write() would not return EAGAIN: room, or an error or EPIPE to report.
+  bool writable() const;
+  // Bytes write() would take now.
+  uint64_t write_space() const;
+  // write() can take bytes and post them without a progress() first:
+  // started, not failed or shut, credit, and room in the send queue for a
+  // DATA and a CREDIT work request.
+  bool can_post_without_progress() const;
+  // Sends a FIN after everything written so far; write() then fails with EPIPE.
+  rdma::Status shutdown_write();
+  // Posts what autocork holds back (TCP_CORK off, MSG_MORE ended).
+  rdma::Status flush();
+  // Whether small writes are held while a completion is pending (starts as
+  // config.autocork). Turning it off posts what is held, as setting
+  // TCP_NODELAY makes the kernel send what Nagle held.
+  void set_coalescing(bool on);
+  // Bytes written but held back, not yet posted.
+  uint64_t held_bytes() const { return staged_; }
+  // Abortive close: RESET to the peer (best effort), ECONNRESET here.
+  rdma::Status abort();
+
+  // --- the two-sided message (the Switch) --------------------------------
+  // Posts `length` bytes (1 .. kControlMessageMax, else EINVAL) as one
+  // signalled SEND. Needs the queue pair in RTS (ENOTCONN before; asked of
+  // the device, a system call: this is once per direction), started or
+  // not. Ordered with the stream: bytes write() took before it are
+  // posted before it (EAGAIN while the send queue has no room for all of
+  // them), bytes written after it go after it. EAGAIN also when the send
+  // queue is full, or while an earlier message too large for inline is
+  // still in flight (its slot is busy). A failed post fails the channel.
+  rdma::Status send_message(const void* data, size_t length);
+  // A received message waits in the inbox until taken; progress() fills
+  // it, also before start().
+  bool has_message() const { return inbox_count_ != 0; }
+  // Whether the last message send_message() posted has completed (the
+  // peer's device acknowledged it: it is in the peer's completion queue).
+  bool message_delivered() const { return messages_posted_ != 0 && sq_.completed() > last_message_sequence_; }
+  // Copies the oldest message into `out` and takes it out of the inbox; its length.
+  // EAGAIN when none has arrived, EMSGSIZE (inbox kept) when capacity is
+  // smaller than the message, the channel's error once it has failed and
+  // the inbox is empty (a message that came before a transport failure is
+  // still taken, as data is; a protocol violation drops it).
+  core::Result<size_t> take_message(void* out, size_t capacity);
+
+  // --- progress and waiting ---------------------------------------------
+  // Polls the CQ and applies what it finds: credits, data, FIN, RESET,
+  // messages, finished sends, errors. Then re-posts receives, returns
+  // credit and posts held data and FIN as the queues allow. Returns the
+  // number of completions taken. Bounded: at most a few CQ batches per
+  // call. Before start() it takes completions and re-posts receives only
+  // (a message, or DATA the peer wrote right after its Switch).
+  core::Result<int> progress();
+  // Readable after arm() once a completion arrives; then drain_events().
+  int completion_fd() const { return cq_.channel_fd(); }
+  rdma::Status arm();
+  core::Result<int> drain_events();
+  // After a poll that said completion_fd() is readable: one read.
+  core::Result<int> take_event() { return cq_.take_event(); }
+  // Posts a zero-length RDMA WRITE (invisible to the peer) unless a
+  // signalled request is outstanding anyway: a dead peer then shows up as
+  // a failed completion instead of silence.
+  rdma::Status probe();
+  // A waiter slept `ms` without any event. Once kProbeIdleMs of such sleep
+  // has added up with no completion in between (over any number of waits:
+  // callers often wait in short slices), probes. wait_until() calls it.
+  void note_idle(int ms);
+  static constexpr int kProbeIdleMs = 1000;
+
+  // --- state -------------------------------------------------------------
+  bool started() const { return started_; }
+  int error() const { return error_; }        // 0, or what every call now returns
+  const char* failure() const { return failure_; }  // why (static text), or ""
+  bool peer_finished() const { return peer_fin_; }
+  bool write_shut() const { return write_shut_; }
+  // Every accepted byte has been posted and acknowledged, and the FIN too
+  // after shutdown_write(). (Without a FIN, an unsignalled tail is only
+  // known to be done after a later signalled request, e.g. a probe().)
+  bool all_sent() const;
+  uint32_t inline_limit() const { return inline_limit_; }
+  const StreamConfig& config() const { return config_; }
+  const StreamCounters& counters() const { return counters_; }
+  uint64_t peer_ring_capacity() const { return remote_.capacity(); }
+  const SendQueueTracker& send_queue() const { return sq_; }
+  uint64_t peer_in_flight() const { return remote_.in_flight(); }  // written, not yet credited
+  // Bytes posted into the peer's ring in all (the ring's tail), and bytes
+  // write() took that are not posted yet.
+  uint64_t ring_written() const { return remote_.index().tail(); }
+  uint64_t unposted_bytes() const { return staged_; }
+  // Bytes of our own ring the application consumed in all.
+  uint64_t ring_consumed() const { return ring_.index().head(); }
+
+  // --- going back to TCP (docs/protocol.md §5) ---------------------------
+  // The peer's application consumed `peer_consumed` bytes of this
+  // direction and gave its ring up: stops writing for good (no data, FIN
+  // or credit is posted any more; write() says EPIPE) and appends to
+  // `unsent` every byte write() took beyond that point — posted or not —
+  // for the caller to send on TCP. They are all still in the send buffer:
+  // it mirrors the peer's ring, and a position is overwritten only after
+  // the peer credited it, and it credits only what it consumed. EPROTO
+  // (nothing changes) if `peer_consumed` is below what it credited or
+  // beyond what was posted. Works on a failed channel too.
+  core::Result<size_t> stop_writing(uint64_t peer_consumed, std::vector<uint8_t>* unsent);
+  // We give the connection up ourselves (our Revert is posted): no data,
+  // FIN or credit is posted any more (send_message() still posts);
+  // completions are still taken.
+  void stop_sending() { sending_stopped_ = true; }
+  bool sending_stopped() const { return sending_stopped_; }
+
+ private:
+  class PostBatch;
+
+  void fail(int error, const char* why);
+  void violation(const char* why);
+  void handle_completion(const ibv_wc& wc);
+  void handle_receive(const ibv_wc& wc, const uint8_t* slot);
+  void receive_message(const uint8_t* slot, uint32_t length);
+  // Posts, in this order and as room allows: credit, held data, FIN.
+  void pump_sends(bool force_flush);
+  ibv_send_wr& add_send(PostBatch& batch, bool force_signal);
+  void fill_control(ibv_send_wr& wr, uint32_t word) const;
+  void queue_credit(PostBatch& batch);
+  void queue_data(PostBatch& batch, bool force_flush);
+  void queue_fin(PostBatch& batch);
+  rdma::Status post_free_receives();
+  uint8_t* message_slot(uint32_t slot) const { return message_buffer_.data() + size_t{slot} * kControlMessageMax; }
+  void replenish_receives();
+  uint64_t stage_position() const { return remote_.index().tail() + staged_; }
+
+  // Declaration order is teardown order reversed: the queue pair goes
+  // first, so nothing can reach the buffers while they are deregistered.
+  rdma::ProtectionDomain pd_;
+  rdma::CompletionQueue cq_;
+  rdma::ReceiveRing ring_;
+  rdma::MemoryRegion send_buffer_;  // mirrors the peer's ring; local access only
+  // rq_depth receive slots, then the send slot (index rq_depth) of a
+  // message too large for inline; local write only.
+  rdma::MemoryRegion message_buffer_;
+  rdma::RcQueuePair qp_;
+
+  StreamConfig config_{};
+  bool coalescing_ = false;  // set_coalescing(); starts as config_.autocork
+  int64_t last_data_post_us_ = 0;  // when DATA was last posted (coalescing's window)
+  rdma::RingDescriptor peer_ring_{};
+  rdma::RemoteRing remote_;  // tail: bytes posted; head: bytes the peer credited
+  SendQueueTracker sq_;
+  CreditReturn credit_;
+  StreamCounters counters_{};
+  uint32_t inline_limit_ = 0;
+  uint64_t max_segment_ = 0;
+  uint64_t cork_bytes_ = 0;
+  uint64_t staged_ = 0;  // bytes copied after the remote tail, not yet posted
+  // Receive slots not posted: each receive's wr_id is kReceiveTag | slot,
+  // and its slot comes back here once its completion has been handled.
+  std::vector<uint32_t> free_slots_;
+  uint32_t recv_batch_ = 1;
+  uint8_t inbox_[kInboxDepth][kControlMessageMax] = {};
+  size_t inbox_length_[kInboxDepth] = {};  // oldest first; an empty message is refused
+  size_t inbox_count_ = 0;
+  uint64_t messages_posted_ = 0;
+  uint64_t last_message_sequence_ = 0;
+  bool sending_stopped_ = false;
+  uint64_t message_sequence_ = 0;  // the last message sent through the send slot
+  bool message_slot_used_ = false;
+  int idle_ms_ = 0;  // slept without a completion since the last one
+  uint64_t probe_sequence_ = 0;
+  uint64_t reset_sequence_ = 0;
+  uint64_t fin_sequence_ = 0;
+  bool receives_posted_ = false;
+  bool started_ = false;
+  bool probe_outstanding_ = false;
+  bool reset_outstanding_ = false;
+  bool write_shut_ = false;
+  bool fin_pending_ = false;
+  bool fin_posted_ = false;
+  bool peer_fin_ = false;
+  int error_ = 0;
+  const char* failure_ = "";
+};
+
+}  // namespace vsock::sock

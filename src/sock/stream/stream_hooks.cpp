@@ -1,0 +1,242 @@
+#include "sock/stream/stream_hooks.hpp"
+
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <cstring>
+
+#include "core/config.hpp"
+#include "core/log.hpp"
+#include "core/stats.hpp"
+#include "sock/upgrade/listener_boards.hpp"
+#include "sock/upgrade/upgrade_engine.hpp"
+#include "sys/real_calls.hpp"
+#include "sys/reentry_guard.hpp"
+
+namespace vsock::sock {
+namespace {
+
+// How long exit waits for one connection's data and FIN to be delivered.
+constexpr int kExitDrainMs = 2000;
+
+// Whether the settings and rules let this socket use RDMA at all.
+bool offload_allowed(SocketState* state, core::Role role, const sockaddr* addr) {
+  if (state->type != SOCK_STREAM || state->kernel_reason.load() != KernelReason::kUndecided) return false;
+  const core::Config& config = core::config();
+  core::Endpoint endpoint;
+  endpoint.proto = core::Proto::kTcp;
+  endpoint.program = program_invocation_short_name;
+  endpoint.role = role;
+  endpoint.addr = addr;
+  if (core::decide(config.rules, endpoint, config.settings.tcp) == core::OffloadMode::kKernel) {
+    state->kernel_reason.store(KernelReason::kRule);
+    core::stat_add(core::Stat::kernel_by_rule);
+    return false;
+  }
+  return true;
+}
+
+// Installs `stream` in the state (which then owns the creation reference).
+bool attach(SocketState* state, StreamSocket* stream) {
+  StreamSocket* expected = nullptr;
+  if (state->stream.compare_exchange_strong(expected, stream, std::memory_order_acq_rel)) return true;
+  stream->release();  // another thread attached one first (two connects at once)
+  return false;
+}
+
+// Options the library applies itself on the ring, read once from the
+// kernel socket (accept() copies them from the listener).
+void copy_kernel_options(int fd, StreamSocket* stream) {
+  int low_water = 1;
+  socklen_t len = sizeof low_water;
+  if (sys::real().getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &low_water, &len) == 0)
+    stream->set_receive_low_water(low_water);
+  int no_delay = 0;
+  len = sizeof no_delay;
+  if (sys::real().getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &no_delay, &len) == 0) stream->set_no_delay(no_delay != 0);
+}
+
+}  // namespace
+
+void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t peer_len, bool blocking_done) {
+  if (peer == nullptr || (peer->sa_family != AF_INET && peer->sa_family != AF_INET6)) return;
+  if (!offload_allowed(state, core::Role::kClient, peer)) return;
+  sys::ReentryGuard guard;
+  UpgradeEngine* engine = upgrade_engine();
+  if (engine == nullptr) return;
+  if (engine->peer_failed_recently(peer, peer_len)) {
+    core::stat_add(core::Stat::fallback_cached_peer);
+    state->kernel_reason.store(KernelReason::kCachedPeer);
+    return;
+  }
+  auto* stream = new (std::nothrow) StreamSocket(UpgradeRole::kClient, new_nonce());
+  if (stream == nullptr || !attach(state, stream)) return;
+  copy_kernel_options(fd, stream);
+  if (!engine->start_connect(fd, stream, peer, peer_len)) return;
+  // Wait a little longer than the connector's own bound, which ends it.
+  const int bound = static_cast<int>(core::config().settings.upgrade_timeout_ms) + 100;
+  if (blocking_done)
+    stream->wait_settled(bound);
+  else
+    stream->hold_writes_until_settled(bound);
+}
+
+void on_listening(int fd, SocketState* state) {
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  sys::ReentryGuard guard;
+  if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
+  if (!offload_allowed(state, core::Role::kServer, reinterpret_cast<sockaddr*>(&local))) return;
+  if (state->listen_key.load() != 0) return;  // listen() again: already listening
+  UpgradeEngine* engine = upgrade_engine();
+  if (engine == nullptr) return;
+  // Where the processes that will share this listener meet (a board per
+  // listen(); none if no mapping can be made: then only this process
+  // upgrades its connections).
+  std::shared_ptr<RendezvousBoard> board = RendezvousBoard::create();
+  uint64_t key = engine->listen(fd, board);
+  uint64_t expected = 0;
+  if (key != 0 && !state->listen_key.compare_exchange_strong(expected, key)) {
+    engine->stop_listening(key);
+    return;
+  }
+  if (key != 0 && board) remember_listener_board(state, std::move(board));
+}
+
+void on_accepted(int fd, SocketState* listener, SocketState* accepted) {
+  uint64_t key = listener->listen_key.load();
+  if (key == 0 || accepted->kernel_reason.load() != KernelReason::kUndecided) return;
+  sys::ReentryGuard guard;
+  UpgradeEngine* engine = upgrade_engine();
+  if (engine == nullptr) return;
+  auto* stream = new (std::nothrow) StreamSocket(UpgradeRole::kServer, 0);
+  if (stream == nullptr || !attach(accepted, stream)) return;
+  copy_kernel_options(fd, stream);
+  // Another process may serve this connection: the first that uses it
+  // claims it (DESIGN decision 2, revised). Only one process has used the
+  // listener so far: this one serves it, as it always did.
+  std::shared_ptr<RendezvousBoard> board = listener_board(listener);
+  if (board && board->shared()) {
+    stream->await_claim(std::move(board));
+    engine->on_accepted_shared(fd, stream);
+    return;
+  }
+  stream->note_rendezvous(std::move(board));
+  engine->on_accepted(key, fd, stream);
+}
+
+namespace {
+
+// Both spellings: glibc may pass the 64-bit time_t one (SO_*TIMEO_NEW).
+bool is_timeout_option(int level, int name) {
+  if (level != SOL_SOCKET) return false;
+  if (name == SO_RCVTIMEO || name == SO_SNDTIMEO) return true;
+#ifdef SO_RCVTIMEO_NEW
+  if (name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW) return true;
+#endif
+#ifdef SO_RCVTIMEO_OLD
+  if (name == SO_RCVTIMEO_OLD || name == SO_SNDTIMEO_OLD) return true;
+#endif
+  return false;
+}
+
+}  // namespace
+
+bool is_stream_option(int level, int name) {
+  return (level == SOL_SOCKET && name == SO_RCVLOWAT) || (level == IPPROTO_TCP && name == TCP_NODELAY) ||
+         is_timeout_option(level, name);
+}
+
+void on_file_flags_set(SocketState* state) {
+  if (StreamSocket* stream = state->stream.load(std::memory_order_acquire)) stream->file_flags_changed();
+}
+
+bool is_unsupported_option(int level, int name) {
+  if (level == SOL_SOCKET)
+    return name == SO_ATTACH_FILTER || name == SO_ATTACH_BPF || name == SO_ATTACH_REUSEPORT_CBPF ||
+           name == SO_ATTACH_REUSEPORT_EBPF || name == SO_OOBINLINE || name == SO_ZEROCOPY;
+  if (level == IPPROTO_TCP)
+    return name == TCP_FASTOPEN || name == TCP_FASTOPEN_CONNECT || name == TCP_REPAIR || name == TCP_ULP ||
+           name == TCP_MD5SIG;
+  return false;
+}
+
+void on_unsupported_option(SocketState* state, int level, int name) {
+  if (!is_unsupported_option(level, name)) return;
+  KernelReason expected = KernelReason::kUndecided;
+  if (state->kernel_reason.compare_exchange_strong(expected, KernelReason::kOption))
+    core::stat_add(core::Stat::kernel_by_rule);
+  // A connection already upgrading goes back to TCP if nothing is in a ring yet.
+  if (StreamSocket* stream = state->stream.load(std::memory_order_acquire))
+    stream->fall_back_now(FallbackReason::kDeclined, "socket option the RDMA path cannot honour");
+}
+
+void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len) {
+  StreamSocket* stream = state->stream.load(std::memory_order_acquire);
+  if (stream == nullptr) return;
+  if (is_timeout_option(level, name)) {
+    stream->timeouts_changed();
+    return;
+  }
+  if (value == nullptr || len < sizeof(int)) return;
+  int number;
+  std::memcpy(&number, value, sizeof number);
+  if (level == SOL_SOCKET && name == SO_RCVLOWAT) stream->set_receive_low_water(number);
+  if (level == IPPROTO_TCP && name == TCP_NODELAY) {
+    sys::ReentryGuard guard;  // turning Nagle off posts held data (libibverbs)
+    stream->set_no_delay(number != 0);
+  }
+}
+
+void adopt_inherited_listeners() {
+  std::vector<std::shared_ptr<RendezvousBoard>> boards = all_listener_boards();
+  if (boards.empty()) return;
+  sys::ReentryGuard guard;
+  if (UpgradeEngine* engine = upgrade_engine()) engine->adopt_listeners(boards);
+}
+
+void finish_streams_at_exit() {
+  sys::ReentryGuard guard;
+  for_each_socket([](int, const SocketRef& ref) {
+    if (StreamSocket* stream = managed_stream(ref)) stream->finish_at_exit(kExitDrainMs);
+  });
+}
+
+void on_socket_released(SocketState* state) {
+  StreamSocket* stream = state->stream.exchange(nullptr, std::memory_order_acq_rel);
+  uint64_t key = state->listen_key.exchange(0);
+  if (stream == nullptr && key == 0) return;
+  sys::ReentryGuard guard;
+  // Without an engine in this process nothing of the socket is in one (a
+  // fork child closing what it inherited must not open the device for it).
+  UpgradeEngine* engine = running_upgrade_engine();
+  if (stream != nullptr) {
+    bool drain = stream->on_last_close();
+    if (engine != nullptr) engine->on_closed(stream, drain);
+    stream->release();
+  }
+  std::shared_ptr<RendezvousBoard> board = key != 0 ? listener_board(state) : nullptr;
+  if (key != 0) forget_listener_board(state);
+  if (key != 0 && engine != nullptr) engine->stop_listening(key, board.get());
+}
+
+namespace {
+
+// The first use of an accepted socket that awaits its claim, in whichever
+// process that is (StreamSocket::await_claim).
+void claim_in_this_process(StreamSocket* stream, int fd) {
+  UpgradeEngine* engine = upgrade_engine();
+  VSOCK_LOG(kDebug, "fd %d: first use here, claiming it (%s)", fd, engine ? "engine" : "no engine");
+  if (engine == nullptr) {
+    stream->fall_back_now(FallbackReason::kLocalError, "no upgrade engine in the process that serves the socket");
+    return;
+  }
+  engine->claim(fd, stream);
+}
+
+__attribute__((constructor)) void install_claim_handler() { StreamSocket::set_claim_handler(claim_in_this_process); }
+
+}  // namespace
+
+}  // namespace vsock::sock

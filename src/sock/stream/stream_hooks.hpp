@@ -1,0 +1,55 @@
+// What the entry points do to upgrade TCP connections (DESIGN decisions 2,
+// 8): the moments of a socket's life where the library steps in, and the
+// lookup that routes a call to a StreamSocket or straight to the kernel.
+#pragma once
+#include <sys/socket.h>
+
+#include "sock/registry.hpp"
+#include "sock/stream/stream_socket.hpp"
+
+namespace vsock::sock {
+
+// The StreamSocket a call on this socket must go through, or null: the
+// kernel alone serves it (not TCP, kept on the kernel, or fallen back).
+inline StreamSocket* managed_stream(const SocketRef& ref) {
+  if (!ref) return nullptr;
+  StreamSocket* stream = ref->stream.load(std::memory_order_acquire);
+  return stream != nullptr && !stream->kernel_only() ? stream : nullptr;
+}
+
+// connect() returned 0 (`blocking_done`) or EINPROGRESS on a tracked TCP
+// socket: starts the upgrade if the settings, rules and peer allow; a
+// blocking connect then waits for its outcome (upgrade_timeout_ms at most).
+void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t peer_len, bool blocking_done);
+
+// listen() succeeded: listen in rdma_cm too.
+void on_listening(int fd, SocketState* state);
+
+// accept() returned `fd` (already registered as `accepted`) on `listener`.
+void on_accepted(int fd, SocketState* listener, SocketState* accepted);
+
+// The child of daemon() goes on alone with the listeners: it takes over
+// their rdma_cm side once the parent has exited (DESIGN decision 2).
+void adopt_inherited_listeners();
+
+// setsockopt() of an option the RDMA path cannot honour: the socket stays
+// on (or goes back to) TCP while it still can.
+void on_unsupported_option(SocketState* state, int level, int name);
+// A setsockopt() the kernel took: the options the ring path applies too
+// (SO_RCVLOWAT, TCP_NODELAY: is_stream_option) are copied to the socket's
+// stream; SO_RCVTIMEO / SO_SNDTIMEO make its cached timeouts stale.
+void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len);
+bool is_unsupported_option(int level, int name);
+bool is_stream_option(int level, int name);
+// fcntl(F_SETFL) or ioctl(FIONBIO) went through: the stream's cached
+// O_NONBLOCK is stale. Lock-free (may run in a signal handler).
+void on_file_flags_set(SocketState* state);
+
+// The process exits: the kernel would send what every TCP socket still
+// holds, then a FIN; do the same for upgraded ones (bounded wait).
+void finish_streams_at_exit();
+
+// The registry dropped the last reference: the socket is closed.
+void on_socket_released(SocketState* state);
+
+}  // namespace vsock::sock

@@ -1,0 +1,613 @@
+// StreamSocket: the upgrade's steps and the waits. The socket-shaped calls
+// are in stream_socket_io.cpp.
+#include "sock/stream/stream_socket.hpp"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+
+#include <cerrno>
+
+#include "core/clock.hpp"
+#include "core/config.hpp"
+#include "core/log.hpp"
+#include "core/stats.hpp"
+#include "sock/wait/signal_restart.hpp"
+#include "sock/wait/spin_budget.hpp"
+#include "sock/wire/bound_message.hpp"
+#include "sock/wire/byte_order.hpp"
+#include "sock/wire/protocol.hpp"
+#include "sock/wire/switch_message.hpp"
+#include "sys/real_calls.hpp"
+#include "sys/reentry_guard.hpp"
+
+namespace vsock::sock {
+namespace {
+
+// While the upgrade may still change what a socket's readiness means (and
+// no fd would tell), sleepers look again this often.
+constexpr int kTransitionSliceMs = 5;
+// Otherwise they wake this often to let the channel probe an idle peer.
+constexpr int kIdleSliceMs = 100;
+// The last close() waits at most this long for its data and FIN to be
+// acknowledged, and gives up sooner when no completion at all comes for
+// kCloseStallMs (a peer that does not take them: the engine goes on).
+constexpr int kCloseFlushMs = 2000;
+constexpr int kCloseStallMs = 500;
+// A flush looks again at least this often (another thread may take the
+// completion event it sleeps on).
+constexpr int kFlushSliceMs = 10;
+
+void count_fallback(FallbackReason reason) {
+  using core::Stat;
+  switch (reason) {
+    case FallbackReason::kNone: return;
+    case FallbackReason::kDeclined: core::stat_add(Stat::fallback_declined); return;
+    case FallbackReason::kRejected: core::stat_add(Stat::fallback_rejected); return;
+    case FallbackReason::kNoListener: core::stat_add(Stat::fallback_no_listener); return;
+    case FallbackReason::kUnreachable: core::stat_add(Stat::fallback_unreachable); return;
+    case FallbackReason::kTimeout: core::stat_add(Stat::fallback_timeout); return;
+    case FallbackReason::kLocalError: core::stat_add(Stat::fallback_local_error); return;
+    case FallbackReason::kPeerClosed: core::stat_add(Stat::fallback_peer_closed); return;
+    case FallbackReason::kTransportError: core::stat_add(Stat::fallback_transport_error); return;
+    case FallbackReason::kRefused: core::stat_add(Stat::fallback_refused); return;
+    case FallbackReason::kNoRequest: core::stat_add(Stat::fallback_no_request); return;
+  }
+}
+
+std::atomic<StreamSocket::ClaimHandler> g_claim_handler{nullptr};
+
+}  // namespace
+
+void StreamSocket::set_claim_handler(ClaimHandler handler) { g_claim_handler.store(handler); }
+
+void StreamSocket::claim_now(int fd) {
+  if (!awaiting_claim_.exchange(false, std::memory_order_acq_rel)) return;  // another thread claimed it
+  ClaimHandler handler = g_claim_handler.load();
+  if (handler != nullptr) {
+    sys::ReentryGuard guard;
+    handler(this, fd);
+  }
+}
+
+StreamSocket::StreamSocket(UpgradeRole role, uint64_t nonce) : upgrade_(role), nonce_(nonce) {}
+
+StreamSocket::~StreamSocket() {
+  if (resend_fd_ >= 0) sys::real().close(resend_fd_);
+}
+
+void StreamSocket::release() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  sys::ReentryGuard guard;  // teardown calls into libibverbs and librdmacm
+  delete this;
+}
+
+// ------------------------------------------------------------ the upgrade --
+
+void StreamSocket::apply(UpgradeAction action) {
+  switch (action) {
+    case UpgradeAction::kNone:
+      break;
+    case UpgradeAction::kSendSwitch:
+      if (!writer_.reverted()) send_switch();  // after a Revert the connection stays on TCP
+      break;
+    case UpgradeAction::kSendBound:
+      send_bound();
+      break;
+    case UpgradeAction::kFallBack:
+      VSOCK_LOG(kDebug, "fd %d: stays on TCP: %s", fd_hint_, upgrade_.why());
+      count_fallback(upgrade_.fallback_reason());
+      become_kernel_only();
+      break;
+    case UpgradeAction::kReset:
+      // A message of the peer's that failed its parser or came out of
+      // order (Bound, Switch, Revert): the peer broke the protocol, as a
+      // bad immediate does (counted by StreamChannel::violation).
+      if (upgrade_.error() == EPROTO && error_ == 0 &&
+          (upgrade_.last_event() == UpgradeEvent::kProtocolError ||
+           upgrade_.last_event() == UpgradeEvent::kSwitchReceived ||
+           upgrade_.last_event() == UpgradeEvent::kBoundReceived))
+        core::stat_add(core::Stat::stream_violations);
+      reset_connection(upgrade_.error(), upgrade_.why());
+      break;
+  }
+  if (!stats_counted_ && upgrade_.phase() == UpgradePhase::kSwitched) {
+    stats_counted_ = true;
+    core::stat_add(core::Stat::upgrades_done);
+    VSOCK_LOG(kDebug, "fd %d: switched to RDMA (TCP bytes: %llu written, %llu to read)", fd_hint_,
+              static_cast<unsigned long long>(writer_.tcp_written()),
+              static_cast<unsigned long long>(reader_.switch_count()));
+  }
+  notify();
+}
+
+void StreamSocket::fall_back_now(FallbackReason reason, const char* why) {
+  std::unique_lock<std::mutex> held = lock_call();
+  if (kernel_only()) return;
+  // Only while nothing can be in a ring; later the state machine decides.
+  // After a Revert the ring part still has to be read.
+  if (upgrade_.committed() || peer_reverted_ || revert_posted_) return;
+  VSOCK_LOG(kDebug, "fd %d: stays on TCP: %s", fd_hint_, why);
+  count_fallback(reason);
+  become_kernel_only();
+  notify();
+}
+
+void StreamSocket::become_kernel_only() {
+  // The connection goes first: it holds a borrowed handle on the channel's
+  // queue pair.
+  connection_ = rdma::CmConnection();
+  connector_ = rdma::CmConnector();
+  channel_.reset();
+  kernel_only_.store(true, std::memory_order_release);
+}
+
+void StreamSocket::reset_connection(int error, const char* why) {
+  if (error_ != 0) return;
+  error_ = error != 0 ? error : ECONNRESET;
+  core::stat_add(core::Stat::upgrade_resets);
+  VSOCK_LOG(kInfo, "fd %d: connection reset: %s (%s, last event %s)", fd_hint_, why, phase_name(upgrade_.phase()),
+            event_name(upgrade_.last_event()));
+  if (channel_) channel_->abort();
+}
+
+void StreamSocket::send_switch() {
+  core::Result<uint64_t> count = writer_.switch_now();
+  if (!count || !channel_) {
+    reset_connection(EPROTO, "internal: switch without a channel");
+    return;
+  }
+  wire::SwitchMessage message;
+  message.nonce = nonce_;
+  message.tcp_bytes = count.value();
+  message.ring = channel_->local_ring();
+  uint8_t bytes[wire::kSwitchMessageSize];
+  wire::encode(message, bytes);
+  if (!channel_->send_message(bytes, sizeof bytes) && !channel_->peer_finished()) {
+    apply(upgrade_.on(UpgradeEvent::kTransportError));
+    return;
+  }
+  // (Failed after the peer's FIN: it closed and went before our Switch
+  // could go. What it wrote still reads to the end; our direction counts
+  // as switched, onto a dead channel: writes fail, as to a closed peer.)
+  apply(upgrade_.on(UpgradeEvent::kSwitchSent));
+  if (write_shut_ && channel_) channel_->shutdown_write();
+}
+
+void StreamSocket::send_bound() {
+  uint8_t bytes[wire::kBoundMessageSize];
+  wire::encode_bound(nonce_, bytes);
+  if (!channel_ || !channel_->send_message(bytes, sizeof bytes)) apply(upgrade_.on(UpgradeEvent::kTransportError));
+}
+
+void StreamSocket::take_peer_messages() {
+  while (channel_ && !kernel_only() && channel_->has_message()) {
+    uint8_t bytes[StreamChannel::kControlMessageMax];
+    core::Result<size_t> length = channel_->take_message(bytes, sizeof bytes);
+    if (!length) return;
+    if (length.value() >= 4 && wire::load_be32(bytes) == wire::kRevertMagic)
+      take_peer_revert(bytes, length.value());
+    else
+      take_peer_switch(bytes, length.value());
+  }
+}
+
+void StreamSocket::take_peer_switch(const uint8_t* bytes, size_t length) {
+  if (peer_reverted_) {  // nothing comes after a Revert
+    apply(upgrade_.on(UpgradeEvent::kProtocolError));
+    return;
+  }
+  if (upgrade_.role() == UpgradeRole::kClient && !upgrade_.switch_sent()) {
+    // The server's first message: Bound.
+    core::Result<uint64_t> bound = wire::parse_bound_message(bytes, length);
+    bool ok = bound && bound.value() == nonce_;
+    apply(upgrade_.on(ok ? UpgradeEvent::kBoundReceived : UpgradeEvent::kProtocolError));
+    return;
+  }
+  core::Result<wire::SwitchMessage> message = wire::parse_switch_message(bytes, length);
+  if (!message || message.value().nonce != nonce_) {
+    apply(upgrade_.on(UpgradeEvent::kProtocolError));
+    return;
+  }
+  if (!channel_->started() && !channel_->start(message.value().ring)) {
+    apply(upgrade_.on(UpgradeEvent::kProtocolError));
+    return;
+  }
+  core::Result<bool> accepted = reader_.on_switch(message.value().tcp_bytes);
+  if (!accepted) {
+    apply(upgrade_.on(accepted.error() == ECONNRESET ? UpgradeEvent::kTcpReset : UpgradeEvent::kProtocolError));
+    return;
+  }
+  apply(upgrade_.on(UpgradeEvent::kSwitchReceived));
+}
+
+bool StreamSocket::peer_never_switched() const {
+  // Our direction switched (committed), the peer's did not: a queue pair
+  // that fails now takes none of the peer's bytes with it.
+  return upgrade_.committed() && !reader_.switch_known();
+}
+
+bool StreamSocket::peer_closed_ring() const {
+  return channel_ && channel_->error() != 0 && channel_->peer_finished() && writer_.switched() && !peer_reverted_ &&
+         !revert_posted_ && error_ == 0 && !kernel_only();
+}
+
+bool StreamSocket::writes_to_kernel() const {
+  return kernel_only() || writer_.tcp_allowed() || (!write_shut_ && peer_closed_ring());
+}
+
+void StreamSocket::advance() {
+  if (!channel_ || kernel_only()) return;
+  if (channel_->has_message()) take_peer_messages();
+  if (peer_reverted_) {
+    // The peer's direction is on TCP after the ring part; ours on TCP
+    // after the bytes it gave up. The channel's failure (the peer tore its
+    // side down) no longer matters.
+    flush_resend_locked();
+    return;
+  }
+  if (revert_posted_) return;  // ours: the handoff decides what a failure means
+  // A failure after the peer's FIN (its process went after it closed) ends
+  // nothing the reader still needs: reads see the data and the end of
+  // stream, only writes fail (StreamChannel::write). Not a reset.
+  if (channel_ && channel_->error() != 0 && error_ == 0 && !channel_->peer_finished() && !peer_never_switched()) {
+    UpgradePhase phase = upgrade_.phase();
+    if (phase != UpgradePhase::kFallback && phase != UpgradePhase::kFailed)
+      apply(upgrade_.on(UpgradeEvent::kTransportError));
+    else if (phase == UpgradePhase::kFailed)
+      error_ = channel_->error();
+  }
+}
+
+void StreamSocket::on_transport_lost() {
+  if (kernel_only()) return;
+  // What the queue already holds came before the disconnect: a FIN there
+  // (the peer closed, then its process went) is an orderly end. Several
+  // rounds: one progress() takes a bounded batch.
+  for (int round = 0; round < 64 && channel_ && !kernel_only(); ++round) {
+    core::Result<int> taken = channel_->progress();
+    advance();
+    if (!taken || taken.value() == 0) break;
+  }
+  if (kernel_only()) return;
+  // After a Revert (either way) the connection is TCP's: tearing the queue
+  // pair down is how the peer says it took ours.
+  if (peer_reverted_ || revert_posted_) return;
+  // After an orderly end (the peer's FIN came first) reads still see the
+  // data and the end of stream; only a write finds the connection gone.
+  // Likewise when the peer never switched: its whole stream, and its FIN
+  // or RST, are on TCP.
+  if (channel_ && ((channel_->started() && channel_->peer_finished()) || peer_never_switched())) {
+    if (channel_->error() == 0) channel_->abort();
+    return;
+  }
+  apply(upgrade_.on(UpgradeEvent::kTransportError));
+  if (channel_ && channel_->error() == 0) channel_->abort();
+}
+
+void StreamSocket::set_no_delay(bool on) {
+  std::unique_lock<std::mutex> held = lock_call();
+  no_delay_.store(on, std::memory_order_relaxed);
+  apply_coalescing_locked();
+}
+
+void StreamSocket::apply_coalescing_locked() {
+  if (!channel_) return;
+  const StreamConfig& config = channel_->config();
+  channel_->set_coalescing(config.autocork || (config.nagle && !no_delay_.load(std::memory_order_relaxed)));
+}
+
+bool StreamSocket::holds_data_locked() const {
+  return channel_ && !kernel_only() && channel_->started() && channel_->held_bytes() > 0;
+}
+
+void StreamSocket::progress_locked() {
+  if (!channel_ || kernel_only()) return;
+  channel_->progress();
+  advance();
+}
+
+int StreamSocket::take_error_locked() {
+  int error = error_locked();
+  if (error == 0 || error_reported_) return 0;
+  error_reported_ = true;
+  return error;
+}
+
+bool StreamSocket::take_so_error(int fd, int* error) {
+  std::unique_lock<std::mutex> held = lock_call();
+  if (kernel_only() || !upgrade_.committed()) return false;
+  progress_locked();
+  // The kernel's pending error is consumed here either way: past this
+  // point the kernel socket's news (its RST follows our RESET) is not
+  // reported a second time.
+  int kernel = 0;
+  socklen_t len = sizeof kernel;
+  if (sys::real().getsockopt(fd, SOL_SOCKET, SO_ERROR, &kernel, &len) != 0) return false;
+  if (kernel != 0 && !reader_.on_ring() && error_locked() == 0) {
+    // Bytes still to come on TCP will not: the connection is broken.
+    apply(upgrade_.on(UpgradeEvent::kTcpReset));
+    error_reported_ = true;
+    *error = kernel;
+    return true;
+  }
+  *error = take_error_locked();
+  return true;
+}
+
+int StreamSocket::error_locked() const {
+  if (error_ != 0) return error_;
+  if (upgrade_.phase() == UpgradePhase::kFailed) return upgrade_.error();
+  if (reader_.on_ring() && writer_.switched() && !peer_reverted_ && channel_ && channel_->error() != 0 &&
+      !channel_->peer_finished())
+    return channel_->error();
+  return 0;
+}
+
+bool StreamSocket::switch_may_come() const {
+  if (kernel_only() || upgrade_.switch_received() || peer_reverted_) return false;
+  // A failed queue pair delivers nothing more (its completions come in
+  // order: a Switch posted before the failure was taken before the error).
+  if (channel_ && channel_->error() != 0) return false;
+  switch (upgrade_.phase()) {
+    case UpgradePhase::kAccepting:
+    case UpgradePhase::kEstablished:
+      return upgrade_.role() == UpgradeRole::kServer || upgrade_.switch_sent();
+    default:
+      return false;
+  }
+}
+
+bool StreamSocket::upgrade_settled() const {
+  if (kernel_only() || asked_for_first_write_) return true;
+  if (upgrade_.phase() == UpgradePhase::kConnecting) return false;
+  // The side-band thread takes the promised Bound and sends our Switch.
+  return !bound_promised_ || upgrade_.phase() != UpgradePhase::kEstablished || upgrade_.switch_sent();
+}
+
+void StreamSocket::wait_settled(int timeout_ms) {
+  std::unique_lock<std::mutex> held = lock_call();
+  settled_.wait_for(held, std::chrono::milliseconds(timeout_ms), [this] { return upgrade_settled(); });
+}
+
+void StreamSocket::await_first_write_locked() {
+  awaiting_first_write_ = true;
+  asked_for_first_write_ = true;
+  notify();
+}
+
+void StreamSocket::hold_writes_until_settled(int timeout_ms) {
+  std::unique_lock<std::mutex> held = lock_call();
+  if (upgrade_settled()) return;
+  write_hold_until_ms_ = core::monotonic_ms() + timeout_ms;
+}
+
+bool StreamSocket::writes_held(int fd) {
+  if (write_hold_until_ms_ == 0) return false;
+  if (!upgrade_settled() && core::monotonic_ms() < write_hold_until_ms_) {
+    // A kernel connect that failed (refused, unreachable) is no upgrade
+    // to wait for: its error is the kernel's to report, with POLLOUT.
+    pollfd kernel{fd, 0, 0};
+    if (fd < 0 || sys::real().poll(&kernel, 1, 0) <= 0 || (kernel.revents & (POLLERR | POLLHUP)) == 0) return true;
+  }
+  write_hold_until_ms_ = 0;
+  write_hold_released_ = true;  // a new POLLOUT edge (activity())
+  return false;
+}
+
+// --------------------------------------------------------------- closing --
+
+bool StreamSocket::on_last_close() {
+  const bool abortive = abort_on_close_.load(std::memory_order_relaxed);
+  std::unique_lock<std::mutex> held = lock_call();
+  closing_ = true;
+  if (kernel_only()) return false;
+  if (!upgrade_.committed() || !channel_) {
+    // Nothing of ours can be in a ring: the kernel's close is the whole story.
+    upgrade_.on(UpgradeEvent::kDeclined);
+    become_kernel_only();
+    return false;
+  }
+  progress_locked();
+  if (peer_reverted_) {
+    // On TCP again: the kernel's close ends it, after what the peer gave
+    // up (our own dup keeps the socket open until the engine wrote it).
+    write_shut_ = true;
+    resend_shut_wr_ = true;
+    flush_resend_locked();
+    return resend_pending();
+  }
+  // Unread data at close makes the kernel reset the connection; so do we.
+  // Unread TCP bytes before the switch point count too: the kernel resets
+  // the TCP connection for them, and the peer reads the ring, not TCP.
+  const bool unread = channel_->readable_bytes() > 0 || (reader_.switch_known() && reader_.tcp_remaining() > 0);
+  if (abortive || unread) {
+    channel_->abort();
+    return true;
+  }
+  write_shut_ = true;
+  // Done here, not by the engine: the side-band thread dies with an
+  // _exit() right after close(), and what it had not posted would be lost.
+  if (writer_.switched()) {
+    channel_->shutdown_write();
+    if (!flush_locked(held, kCloseFlushMs))
+      VSOCK_LOG(kDebug, "fd %d: close: data or FIN not acknowledged yet; the engine goes on", fd_hint_);
+  }
+  return true;
+}
+
+void StreamSocket::finish_at_exit(int timeout_ms) {
+  std::unique_lock<std::mutex> held = lock_call();
+  if (!kernel_only() && peer_reverted_) {
+    const int64_t deadline = core::monotonic_ms() + timeout_ms;
+    for (flush_resend_locked(); resend_pending() && core::monotonic_ms() < deadline; flush_resend_locked()) {
+      pollfd pfd{resend_fd_, POLLOUT, 0};
+      held.unlock();
+      sys::real().poll(&pfd, 1, 10);
+      relock(held);
+    }
+    return;
+  }
+  if (kernel_only() || !channel_ || !upgrade_.committed() || !writer_.switched()) return;
+  channel_->shutdown_write();
+  flush_locked(held, timeout_ms);
+}
+
+bool StreamSocket::flush_locked(std::unique_lock<std::mutex>& held, int timeout_ms) {
+  const int64_t start = core::monotonic_ms();
+  int64_t last_completion = start;
+  uint64_t completions = channel_ ? channel_->counters().completions : 0;
+  for (;;) {
+    progress_locked();
+    StreamChannel* channel = kernel_only() ? nullptr : channel_.get();
+    if (channel == nullptr || channel->error() != 0 || channel->all_sent()) return true;
+    const int64_t now = core::monotonic_ms();
+    if (channel->counters().completions != completions) {
+      completions = channel->counters().completions;
+      last_completion = now;
+    }
+    if (now - start >= timeout_ms || now - last_completion >= kCloseStallMs) return false;
+    channel->arm();
+    // A completion that came before the arm would not wake the fd.
+    if (channel->progress().value() > 0) continue;
+    pollfd pfd{channel->completion_fd(), POLLIN, 0};
+    held.unlock();
+    sys::real().poll(&pfd, 1, kFlushSliceMs);
+    relock(held);
+    // After commit the channel stays (no fallback), but check as wait() does.
+    if (channel == channel_.get() && channel_ && (pfd.revents & POLLIN)) channel_->take_event();
+  }
+}
+
+bool StreamSocket::close_finished() {
+  std::unique_lock<std::mutex> held = lock_call();
+  if (kernel_only() || !channel_) return true;
+  progress_locked();
+  if (peer_reverted_) return !resend_pending();
+  if (!channel_ || channel_->error() != 0) return true;
+  if (!writer_.switched()) return false;  // the Switch is still due (the server's)
+  return channel_->all_sent();
+}
+
+// ----------------------------------------------------------------- waiting --
+
+uint64_t StreamSocket::activity() {
+  std::unique_lock<std::mutex> held = lock_call();
+  // Our own shutdown changes readiness too (POLLIN|POLLRDHUP after SHUT_RD,
+  // POLLHUP once both directions are shut), as the kernel's wake-up on it.
+  writes_held();  // ends a hold that is over: its release is an edge
+  uint64_t value = eagain_count_ + (read_shut_ ? 1 : 0) + (write_shut_ ? 2 : 0) + (write_hold_released_ ? 4 : 0);
+  if (channel_) value += channel_->counters().data_received + channel_->counters().credits_received +
+                         channel_->counters().messages_received;
+  return value;
+}
+
+int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
+  claim_if_awaited(fd);
+  std::unique_lock<std::mutex> held = lock_call();
+  int n = 0;
+  short tcp_events = 0;
+  if ((events & POLLIN) && !reader_.on_ring()) tcp_events |= POLLIN;
+  if ((events & POLLOUT) && writes_to_kernel() && !writes_held(fd)) tcp_events |= POLLOUT;
+  if (events & POLLPRI) tcp_events |= POLLPRI;  // urgent data is TCP's
+  if (tcp_events != 0 || kernel_only()) out[n++] = pollfd{fd, static_cast<short>(tcp_events | POLLRDHUP), 0};
+  bool pending = false;
+  if (channel_ && !kernel_only()) {
+    // The application is about to sleep: what it holds goes now.
+    if (channel_->started()) channel_->flush();
+    channel_->arm();
+    // A completion already in the queue would not wake the fd.
+    pending = channel_->progress().value() > 0;
+    if (pending) advance();
+    // advance() may have left the socket to the kernel (fallback, or the
+    // peer's Revert fully taken): no channel to watch then, and slice 0
+    // makes the caller look again at once.
+    if (channel_ && !kernel_only()) out[n++] = pollfd{channel_->completion_fd(), POLLIN, 0};
+  }
+  bool transitional = !kernel_only() && upgrade_.phase() != UpgradePhase::kSwitched &&
+                      upgrade_.phase() != UpgradePhase::kFailed;
+  *slice_ms = pending ? 0 : transitional ? kTransitionSliceMs : kIdleSliceMs;
+  if (!pending) core::stat_add(core::Stat::wait_sleeps);
+  return n;
+}
+
+core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd, WaitFor what, int64_t deadline_ms) {
+  using R = core::Result<bool>;
+  pollfd fds[2];
+  int n = 0;
+  bool tcp_wanted = what == WaitFor::kRead ? (!reader_.on_ring() && !reader_.tcp_ended()) || kernel_only()
+                                           : writes_to_kernel() && !writes_held(fd);
+  if (tcp_wanted) fds[n++] = pollfd{fd, static_cast<short>(what == WaitFor::kRead ? POLLIN : POLLOUT), 0};
+  int channel_index = -1;
+  StreamChannel* channel = kernel_only() ? nullptr : channel_.get();
+  if (channel != nullptr && channel->started()) {
+    // The application waits: nothing more is coming to coalesce with.
+    channel->flush();
+    // Spin first (the profile's budget, never past the deadline): a reply
+    // that is microseconds away is not worth a sleep and a wake-up.
+    // The lock stays held between looks unless another thread waits for
+    // it: then it is let go, so that the other thread can send or receive
+    // on the socket meanwhile; if it took what we wait for (data or credit
+    // arrived, bytes moved in our direction) the caller looks again.
+    auto marker = [what](const StreamCounters& c) {
+      return what == WaitFor::kRead ? c.data_received + c.messages_received + c.bytes_read
+                                    : c.credits_received + c.bytes_written;
+    };
+    SpinBudget spin(core::config().settings.spin_us, deadline_ms < 0 ? -1 : deadline_ms * 1000);
+    for (;;) {
+      if (channel->progress().value() > 0) {
+        advance();
+        return R::ok(true);
+      }
+      if (lock_waiters_.load(std::memory_order_relaxed) == 0) {
+        if (!spin.next()) break;
+        continue;
+      }
+      const uint64_t before = marker(channel->counters());
+      held.unlock();
+      bool more = spin.next();
+      // Give the waiter time to take the lock (it says so by leaving
+      // lock_waiters_), within the spin budget.
+      while (more && lock_waiters_.load(std::memory_order_relaxed) != 0) more = spin.next();
+      relock(held);
+      if (kernel_only() || channel_.get() != channel || channel->error() != 0) return R::ok(false);
+      if (marker(channel->counters()) != before) return R::ok(false);
+      if (!more) break;
+    }
+  }
+  if (channel != nullptr) {
+    channel->arm();
+    // A completion that came before the arm would not wake the fd.
+    if (channel->progress().value() > 0) {
+      advance();
+      return R::ok(true);
+    }
+    channel_index = n;
+    fds[n++] = pollfd{channel->completion_fd(), POLLIN, 0};
+  }
+  bool transitional = !kernel_only() && upgrade_.phase() != UpgradePhase::kSwitched;
+  int slice = transitional ? kTransitionSliceMs : kIdleSliceMs;
+  int64_t now = core::monotonic_ms();
+  if (deadline_ms >= 0) {
+    if (now >= deadline_ms) return R::fail(EAGAIN);
+    if (deadline_ms - now < slice) slice = static_cast<int>(deadline_ms - now);
+  }
+  core::stat_add(core::Stat::wait_sleeps);
+  held.unlock();
+  int rc = sys::real().poll(fds, static_cast<nfds_t>(n), slice);
+  int saved = errno;
+  relock(held);
+  if (rc < 0 && saved == EINTR) {
+    // The kernel restarts a socket call without a timeout (SO_RCVTIMEO /
+    // SO_SNDTIMEO) after an SA_RESTART handler; with one it says EINTR.
+    if (deadline_ms < 0 && handlers_restart_calls()) return R::ok(false);
+    return R::fail(EINTR);
+  }
+  // The channel may have been replaced or dropped while we slept.
+  if (channel_index >= 0 && channel == channel_.get() && channel_ && (fds[channel_index].revents & POLLIN))
+    channel_->take_event();
+  if (rc == 0 && channel == channel_.get() && channel_) channel_->note_idle(slice);
+  if (deadline_ms >= 0 && core::monotonic_ms() >= deadline_ms) return R::fail(EAGAIN);
+  return R::ok(false);
+}
+
+}  // namespace vsock::sock

@@ -1,0 +1,338 @@
+// StreamSocket: one TCP connection that may move onto an RC queue pair
+// (DESIGN decisions 2-4, 8). It ties together the pieces of the upgrade —
+// UpgradeState (where the upgrade stands), SwitchWriter/SwitchReader (the
+// byte-exact switch), the StreamChannel (the data path) and the rdma_cm
+// connection — and gives the entry points socket-shaped calls that read
+// and write TCP, the ring, or both, as the switch requires.
+//
+// Threads: every member is guarded by mu_, which is never held across a
+// sleep or a blocking system call (TCP calls under it are MSG_DONTWAIT);
+// blocking calls wait with the lock released, on the kernel socket and the
+// channel's completion fd together, then look again. The side-band thread
+// (UpgradeEngine) drives the rdma_cm part under the same lock. A call takes
+// the lock once: a blocking call spins with it held, and lets it go only
+// while another thread waits for it (lock_waiters_), so that a second
+// thread sending on the socket is not held off by a reader's spin.
+//
+// Lifetime: counted (retain/release): the SocketState holds one reference
+// while any fd refers to the socket; the engine one while it has rdma_cm
+// work or a close to finish for it.
+#pragma once
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/result.hpp"
+#include "rdma/cm_connection.hpp"
+#include "rdma/cm_connector.hpp"
+#include "sock/blocking_mode.hpp"
+#include "sock/stream/stream_channel.hpp"
+#include "sock/stream/switch_reader.hpp"
+#include "sock/stream/switch_writer.hpp"
+#include "sock/upgrade/rendezvous_board.hpp"
+#include "sock/upgrade/upgrade_state.hpp"
+
+namespace vsock::sock {
+
+struct StreamSnapshot;  // socket_report.hpp
+
+class StreamSocket {
+ public:
+  StreamSocket(UpgradeRole role, uint64_t nonce);
+  ~StreamSocket();
+  StreamSocket(const StreamSocket&) = delete;
+  StreamSocket& operator=(const StreamSocket&) = delete;
+
+  void retain() { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void release();
+
+  // Fast path: once true, every call on the fd goes straight to the kernel.
+  bool kernel_only() const { return kernel_only_.load(std::memory_order_acquire); }
+  UpgradeRole role() const { return upgrade_.role(); }
+  uint64_t nonce() const { return nonce_; }
+  void set_nonce(uint64_t nonce) { nonce_ = nonce; }  // the server's, from the request
+  // close() saw SO_LINGER {1, 0}: the last close resets the connection.
+  void set_abort_on_close() { abort_on_close_.store(true, std::memory_order_relaxed); }
+  // SO_RCVLOWAT (the kernel keeps its own copy: this one is for the ring).
+  void set_receive_low_water(int bytes) { receive_low_water_.store(bytes, std::memory_order_relaxed); }
+  // TCP_NODELAY (copied from the kernel socket and on every setsockopt): with
+  // the nagle setting, small writes coalesce only while it is off.
+  void set_no_delay(bool on);
+  // fcntl(F_SETFL) or ioctl(FIONBIO) / setsockopt(SO_RCVTIMEO or
+  // SO_SNDTIMEO) went through on an fd of this socket: the cached copies
+  // are stale (BlockingMode). Lock-free.
+  void file_flags_changed() { blocking_.file_flags_changed(); }
+  void timeouts_changed() { blocking_.timeouts_changed(); }
+  // Held data the application has not flushed by a later call: the
+  // side-band thread posts it once the completion it waits for has come, as
+  // the kernel sends what Nagle held when the ACK arrives. Lock held.
+  bool holds_data_locked() const;
+
+  // --- the entry points' calls (fd: the caller's fd for this socket) ----
+  // send/sendmsg/write/writev. MSG_NOSIGNAL, MSG_DONTWAIT honoured; EPIPE
+  // raises SIGPIPE as the kernel does.
+  core::Result<size_t> send(int fd, const iovec* iov, int count, int flags);
+  // recv/recvmsg/read/readv: MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT.
+  core::Result<size_t> recv(int fd, const iovec* iov, int count, int flags);
+  core::Result<bool> shutdown(int fd, int how);
+  core::Result<int> readable_bytes(int fd);  // FIONREAD
+  // poll()-style readiness for `events` (POLLIN, POLLOUT, POLLRDHUP; POLLHUP
+  // and POLLERR always): progresses the channel first.
+  short poll_events(int fd, short events);
+  // Fills `out` (at most 3 entries) with what a sleeper must watch to learn
+  // that poll_events() may have changed; arms the channel. Returns the
+  // count, and in *slice_ms how long to sleep at most before looking again
+  // (the upgrade may change things no fd reports).
+  int wake_fds(int fd, short events, pollfd* out, int* slice_ms);
+  // Changes whenever something may have become newly ready (data or
+  // credit arrived, a call found nothing and will wait): edge-triggered
+  // epoll reports a ready socket again after it changed.
+  uint64_t activity();
+  // getsockopt(SO_ERROR) once a byte may be in a ring: the connection's
+  // error, once, as the kernel reports its pending error (docs/protocol.md
+  // §4). False: the kernel socket answers.
+  bool take_so_error(int fd, int* error);
+  // The process exits with the socket open: sends a FIN after the data and
+  // waits (at most timeout_ms) until both are delivered, as exit's implicit
+  // close does on TCP.
+  void finish_at_exit(int timeout_ms);
+  // The last fd is being closed: posts what is queued and the FIN, and
+  // waits (bounded) until the peer's device has acknowledged them, so that
+  // an _exit() right after close() loses nothing. Returns true if the
+  // engine must finish the close (what is left to send, disconnect).
+  bool on_last_close();
+
+  // --- the rendezvous (DESIGN decision 2, revised) ----------------------
+  // An accepted socket of a listener shared with other processes (a fork
+  // happened while it was open) is upgraded by the process that first
+  // reads, writes or waits on it: every call below begins with
+  // claim_if_awaited(), which hands the socket to the claim handler once.
+  void await_claim(std::shared_ptr<RendezvousBoard> board) {
+    rendezvous_ = std::move(board);
+    awaiting_claim_.store(true, std::memory_order_release);
+  }
+  // The listener's board, for a socket this process serves for now: if a
+  // fork() comes before its upgrade has begun, it goes up for claim in both
+  // processes (revert_begin).
+  void note_rendezvous(std::shared_ptr<RendezvousBoard> board) { rendezvous_ = std::move(board); }
+  bool awaiting_claim() const { return awaiting_claim_.load(std::memory_order_acquire); }
+  // The engine claims it for this process without a use (true once).
+  bool take_claim() { return awaiting_claim_.exchange(false, std::memory_order_acq_rel); }
+  void claim_if_awaited(int fd) {
+    if (awaiting_claim_.load(std::memory_order_relaxed)) claim_now(fd);
+  }
+  const std::shared_ptr<RendezvousBoard>& rendezvous() const { return rendezvous_; }
+  // Who claims (the upgrade engine): called without any lock held.
+  using ClaimHandler = void (*)(StreamSocket* stream, int fd);
+  static void set_claim_handler(ClaimHandler handler);
+
+  // --- the side band (UpgradeEngine), under lock() -----------------------
+  std::unique_lock<std::mutex> lock() { return lock_call(); }
+  // The handoff keeps the lock past lock()'s scope (unique_lock::release)
+  // and gives it back here.
+  void unlock_after_handoff() { mu_.unlock(); }
+  UpgradeState& upgrade() { return upgrade_; }
+  StreamChannel* channel() { return channel_.get(); }
+  void set_channel(std::unique_ptr<StreamChannel> channel) {
+    channel_ = std::move(channel);
+    apply_coalescing_locked();
+  }
+  rdma::CmConnector& connector() { return connector_; }
+  rdma::CmConnection& connection() { return connection_; }
+  // Applies an UpgradeAction the state machine returned.
+  void apply(UpgradeAction action);
+  // Takes in what the channel delivered (the peer's Switch) and sends our
+  // own Switch when it is due. Called after every progress of the channel.
+  void advance();
+  // Our direction is on the ring, the peer's still all on TCP.
+  bool peer_never_switched() const;
+  // The peer closed (its FIN came on the ring) and its side of the queue
+  // pair is gone since: writes go to the kernel socket, which answers them
+  // as it answers a write to a closed peer (accepted, then the peer's RST
+  // makes the next one EPIPE).
+  bool peer_closed_ring() const;
+  // Whether send() goes to the kernel socket now.
+  bool writes_to_kernel() const;
+  // What wait_settled() waits for.
+  bool upgrade_settled() const;
+  // Whether hold_writes_until_settled() still holds writes back (ends the
+  // hold once the upgrade settled, the time is up or, with fd, the kernel
+  // socket has an error).
+  bool writes_held(int fd = -1);
+  // Polls the channel, then advance(): what a call on the socket does first.
+  void progress_locked();
+  // rdma_cm said the connection ended (DISCONNECTED) or failed.
+  void on_transport_lost();
+  // Draining after the last close: true once nothing is left to send.
+  bool close_finished();
+  // Wakes waiters in wait_settled() (the upgrade phase changed).
+  void notify() { settled_.notify_all(); }
+  // Blocking connect(): waits until the upgrade left kConnecting (at most
+  // timeout_ms), and, when the server promised its Bound (its socket was
+  // accepted already), until our Switch is sent: the first bytes written
+  // after connect() then go on the ring.
+  void wait_settled(int timeout_ms);
+  // Non-blocking connect(): the same wait, done by the socket's readiness
+  // instead: no POLLOUT and EAGAIN from send() until the upgrade settles
+  // or timeout_ms pass, so that the first request goes on the ring
+  // (protocol §1, early bytes). Any other call is unaffected.
+  void hold_writes_until_settled(int timeout_ms);
+  // The server asked for our first bytes before it can answer (Reject
+  // kAfterData): connect() and the write hold end now, and the engine asks
+  // again once wrote_on_tcp(). Under the lock.
+  void await_first_write_locked();
+  bool awaiting_first_write() const { return awaiting_first_write_; }
+  void first_write_seen() { awaiting_first_write_ = false; }
+  bool wrote_on_tcp() const { return writer_.tcp_written() > 0; }
+  void set_bound_promised(bool promised) { bound_promised_ = promised; }
+  // The engine drops the attempt (takes the lock: callers must not hold it).
+  void fall_back_now(FallbackReason reason, const char* why);
+  int fd_hint() const { return fd_hint_; }
+  // Also notes which kernel socket it is (its inode): an fd number may be
+  // closed and reused, and the library writes through a dup of it (§5).
+  void set_fd_hint(int fd);
+
+  // --- handing the connection to another process (docs/protocol.md §5;
+  // stream_socket_revert.cpp). The caller (stream_handoff.cpp) holds
+  // lock() across the three steps, for every socket it hands off at once.
+  // 1. Stops using RDMA: posts our Revert (true: wait for it with
+  //    revert_pending()/revert_poll()), or falls back when nothing of
+  //    ours can be in a ring yet (false). `fd` is an fd of the socket.
+  bool revert_begin(int fd);
+  // 2. Our Revert is posted and neither delivered nor failed yet.
+  bool revert_pending() const;
+  void revert_poll();
+  // 3. Takes what arrived last (a Revert that crossed ours), writes on TCP
+  //    what the peer gave up (by deadline_ms at most), then leaves the
+  //    socket to the kernel. A Revert that could not be delivered, or bytes
+  //    that could not be written in time, reset the TCP connection: the
+  //    other process must not read a stream with a hole.
+  void revert_finish(int fd, int64_t deadline_ms);
+  // In a child of fork(): the channel and rdma_cm objects are the
+  // parent's; forgets them (never destroys: their handles would act on
+  // the parent's resources) and serves the socket from the kernel.
+  void abandon_in_child();
+  // The engine: a peer's Revert left bytes to write on TCP.
+  bool resend_pending() const { return !resend_.empty(); }
+
+  // For vsock-stat: where the connection stands and what it moved, taken
+  // under the lock (defined in socket_report.cpp; never on the data path).
+  void snapshot(StreamSnapshot* out);
+
+ private:
+  // Takes mu_. A thread that finds it held says so in lock_waiters_ while
+  // it waits: that is what makes a spinning wait() let go.
+  std::unique_lock<std::mutex> lock_call() {
+    std::unique_lock<std::mutex> held(mu_, std::try_to_lock);
+    if (!held.owns_lock()) relock(held);
+    return held;
+  }
+  void relock(std::unique_lock<std::mutex>& held) {
+    lock_waiters_.fetch_add(1, std::memory_order_relaxed);
+    held.lock();
+    lock_waiters_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  void apply_coalescing_locked();
+  void claim_now(int fd);
+  enum class WaitFor : uint8_t { kRead, kWrite };
+  // Sleeps (lock released) until the socket may be ready, the timeout
+  // passes or a signal arrives. EINTR, EAGAIN (timeout), or ok. ok(true):
+  // it ended in a progress() that took completions, so the caller need not
+  // poll the CQ again before it looks; ok(false): look as usual.
+  core::Result<bool> wait(std::unique_lock<std::mutex>& held, int fd, WaitFor what, int64_t deadline_ms);
+  // A send that can go straight to the ring: switched, nothing to resend,
+  // no failure known, credit and send-queue room. It posts without polling
+  // the CQ first (what the poll could bring — credit, a peer's Revert or
+  // reset — is taken by the next call that needs it; a Revert's bytes are
+  // recovered from the send buffer either way).
+  bool ring_send_ready_locked() const;
+  core::Result<size_t> send_urgent(int fd, const iovec* iov, int count, int flags);
+  core::Result<size_t> send_once(int fd, const iovec* iov, int count, int flags, bool progress = true);
+  core::Result<size_t> recv_once(int fd, const iovec* iov, int count, int flags, bool progress = true);
+  core::Result<size_t> recv_tcp_eof();
+  bool ring_readable() const;
+  void send_switch();
+  void send_bound();
+  // Takes every message the channel holds: Bound, Switch, Revert.
+  void take_peer_messages();
+  void take_peer_switch(const uint8_t* bytes, size_t length);
+  // The peer's Revert (stream_socket_revert.cpp).
+  void take_peer_revert(const uint8_t* bytes, size_t length);
+  // Writes what a peer's Revert left to resend (non-blocking), then a
+  // shutdown(SHUT_WR) that waited for it; leaves the socket to the kernel
+  // once the ring part is read too.
+  void flush_resend_locked();
+  void finish_peer_revert_locked();
+  // Resets the kernel's TCP connection (RST to the peer, ECONNRESET here).
+  void reset_tcp(int fd, const char* why);
+  // A dup of this socket's fd (checked by inode), or -1.
+  int dup_own_fd() const;
+  void become_kernel_only();
+  void reset_connection(int error, const char* why);
+  // Whether a TCP end of file may still be followed by the peer's Switch.
+  bool switch_may_come() const;
+  int error_locked() const;
+  // The connection's error the first time it is asked for, then 0: the
+  // kernel reports a reset once (recv, send or SO_ERROR), then end of
+  // stream and EPIPE.
+  int take_error_locked();
+  // recv() after a reset, once the bytes that came before it are read.
+  core::Result<size_t> recv_after_reset();
+  // Posts the queued data and the FIN and waits, sleeping with the lock
+  // released, until they are acknowledged (true), the channel fails (true:
+  // nothing more can go), or timeout_ms pass or no completion comes for a
+  // while (false: the peer is not taking them).
+  bool flush_locked(std::unique_lock<std::mutex>& held, int timeout_ms);
+
+  std::mutex mu_;
+  std::atomic<uint32_t> lock_waiters_{0};  // threads blocked in lock_call()/relock()
+  std::condition_variable settled_;
+  std::atomic<int> refs_{1};
+  std::atomic<bool> kernel_only_{false};
+  std::atomic<bool> abort_on_close_{false};
+  std::atomic<bool> no_delay_{false};
+  std::atomic<int> receive_low_water_{1};
+  std::atomic<bool> awaiting_claim_{false};
+  std::shared_ptr<RendezvousBoard> rendezvous_;  // the listener's board, for the claim
+  UpgradeState upgrade_;
+  BlockingMode blocking_;  // O_NONBLOCK, SO_RCVTIMEO, SO_SNDTIMEO
+  SwitchWriter writer_;
+  SwitchReader reader_;
+  uint64_t nonce_;
+  // Declared before the connection: destroyed after it, so the queue pair
+  // (the channel's) outlives rdma_cm's borrowed handle on it.
+  std::unique_ptr<StreamChannel> channel_;
+  rdma::CmConnector connector_;
+  rdma::CmConnection connection_;
+  int error_ = 0;          // the connection was reset (reported once: error_reported_)
+  bool error_reported_ = false;
+  bool write_shut_ = false;  // shutdown(SHUT_WR) or close before the switch
+  bool read_shut_ = false;
+  bool closing_ = false;
+  bool stats_counted_ = false;
+  bool bound_promised_ = false;  // client: UpgradeAccept's kAcceptFlagBound
+  int64_t write_hold_until_ms_ = 0;  // hold_writes_until_settled(); 0: none
+  bool awaiting_first_write_ = false;
+  bool asked_for_first_write_ = false;  // the server did, once: settled for connect()
+  bool write_hold_released_ = false;
+  int fd_hint_ = -1;
+  // Going back to TCP (§5).
+  bool revert_posted_ = false;   // our Revert is on the queue pair
+  bool peer_reverted_ = false;   // the peer's Revert was taken
+  bool resend_shut_wr_ = false;  // shutdown(SHUT_WR) waits for resend_
+  std::vector<uint8_t> resend_;  // bytes to write on TCP before any other
+  size_t resend_done_ = 0;
+  int resend_fd_ = -1;           // our own dup of the socket while resend_ waits
+  int last_fd_ = -1;             // the fd of the latest call (may be closed since)
+  uint64_t inode_ = 0;           // the kernel socket's inode (0: unknown)
+  uint64_t eagain_count_ = 0;  // for activity()  // the fd at creation (logs, the engine's liveness check)
+};
+
+}  // namespace vsock::sock

@@ -1,0 +1,78 @@
+// UpgradeEngine: the process's rdma_cm side band (DESIGN decision 2,
+// docs/protocol.md §1). One engine per process, started at the first
+// socket that could upgrade. It owns the rdma_cm event channel and one
+// thread that waits on it: connect requests are matched to accepted
+// sockets and answered, connect attempts are driven to their outcome, and
+// closed connections are drained and disconnected — so an upgrade
+// completes even while the application sleeps in a call the library does
+// not see. The data path never goes through this thread: application
+// threads progress their own channels (decision 6).
+//
+// Locking: the engine's mutex may be held while a StreamSocket's lock is
+// taken, never the other way round; callers hold no socket lock.
+#pragma once
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "sock/socket_state.hpp"
+#include "sock/upgrade/rendezvous_board.hpp"
+#include "sock/stream/stream_socket.hpp"
+
+namespace vsock::sock {
+
+class UpgradeEngine;
+
+// The engine, started on first use; null when the process has no device
+// or the engine cannot start (every socket then stays on TCP).
+UpgradeEngine* upgrade_engine();
+// The engine if this process has started one (never starts it).
+UpgradeEngine* running_upgrade_engine();
+
+// A fresh random nonce for a connect request (never 0).
+uint64_t new_nonce();
+
+class UpgradeEngine {
+ public:
+  virtual ~UpgradeEngine() = default;
+
+  // Client: `fd` is connected (or connecting) to `peer`; starts the upgrade
+  // of `stream` (which the engine retains). False if it could not start:
+  // the stream has fallen back.
+  virtual bool start_connect(int fd, StreamSocket* stream, const sockaddr* peer, socklen_t peer_len) = 0;
+  // Whether the peer failed to upgrade recently (PeerFailureCache).
+  virtual bool peer_failed_recently(const sockaddr* peer, socklen_t peer_len) = 0;
+
+  // Server: `fd` listens; also listen in rdma_cm on its address and port.
+  // `board` (may be null) is where processes that inherit the listener
+  // claim the connections they serve. Returns a key for the listener (0:
+  // none, its connections stay on TCP); keys are unique across processes.
+  virtual uint64_t listen(int fd, std::shared_ptr<RendezvousBoard> board) = 0;
+  // The listener `key` (or, in a process that took it over, the one of
+  // `board`) was closed.
+  virtual void stop_listening(uint64_t key, const RendezvousBoard* board = nullptr) = 0;
+  // This process goes on with listeners whose owner is on its way out (the
+  // child of daemon()): take their rdma_cm side over once the owner is gone.
+  virtual void adopt_listeners(const std::vector<std::shared_ptr<RendezvousBoard>>& boards) = 0;
+  // accept() on the listener `key` returned `fd`, tracked as `stream`.
+  virtual void on_accepted(uint64_t key, int fd, StreamSocket* stream) = 0;
+  // The first use, in this process, of an accepted socket of a shared
+  // listener (stream->rendezvous()): the listener's owner matches it as
+  // on_accepted() does; another process claims it on the board and takes
+  // the redirected request on its own rendezvous listener.
+  virtual void claim(int fd, StreamSocket* stream) = 0;
+  // accept() here returned `fd` of a shared listener (it awaits its claim).
+  // If this process owns the listener and nobody has used the socket
+  // within a short window, with no fork since, this process claims it: a
+  // server that accepts and then waits (the client blocked in connect()
+  // waits for the upgrade) is served as if the listener were its alone.
+  virtual void on_accepted_shared(int fd, StreamSocket* stream) = 0;
+
+  // The last fd of `stream` was closed; StreamSocket::on_last_close() said
+  // whether there is a close to finish (`drain`).
+  virtual void on_closed(StreamSocket* stream, bool drain) = 0;
+};
+
+}  // namespace vsock::sock

@@ -1,0 +1,230 @@
+// epoll over upgraded sockets (see wait_engine.hpp and epoll_view.hpp).
+// While an upgradable socket is served by the kernel it sits in the
+// kernel's set as the application registered it; once it is upgraded (its
+// readiness no longer the TCP socket's) it is taken out of the kernel's
+// set and reported from the view — level-triggered, edge-triggered (again
+// after activity()) and one-shot as the kernel would. Epoll fds nested in
+// the set stay in the kernel's set: their eventfds make them readable
+// there. Sets that never held either are the kernel's alone.
+#include <errno.h>
+
+#include <vector>
+
+#include "core/clock.hpp"
+#include "core/config.hpp"
+#include "sock/wait/epoll_view.hpp"
+#include "sock/registry.hpp"
+#include "sock/wait/spin_budget.hpp"
+#include "sock/stream/stream_hooks.hpp"
+#include "sock/wait/wait_engine.hpp"
+#include "sock/wait/wait_sleep.hpp"
+#include "sys/real_calls.hpp"
+#include "sys/reentry_guard.hpp"
+
+namespace vsock::sock {
+namespace {
+
+bool upgradable(const SocketRef& ref) {
+  return ref && ref->type == SOCK_STREAM && ref->kernel_reason.load() == KernelReason::kUndecided &&
+         ref->role.load() != SocketRole::kListener;
+}
+
+// The kernel's answer for an entry the kernel's set no longer holds.
+int control_upgraded(EpollEntry& entry, std::map<int, EpollEntry>& entries, int op, int fd, epoll_event* event) {
+  switch (op) {
+    case EPOLL_CTL_ADD:
+      errno = EEXIST;
+      return -1;
+    case EPOLL_CTL_DEL:
+      entries.erase(fd);
+      return 0;
+    case EPOLL_CTL_MOD:
+      if (event == nullptr) {
+        errno = EFAULT;
+        return -1;
+      }
+      // The kernel refuses to modify an exclusive entry, or to make one.
+      if ((entry.event.events | event->events) & EPOLLEXCLUSIVE) {
+        errno = EINVAL;
+        return -1;
+      }
+      entry.event = *event;
+      entry.disabled = false;
+      entry.reported = 0;
+      return 0;
+    default:
+      errno = EINVAL;
+      return -1;
+  }
+}
+
+// The views of the epoll sets nested in `view` that the library serves,
+// and the upgraded sockets of `view` itself (moved out of the kernel's set
+// as they upgrade, back in as they fall back).
+void collect(EpollView& view, std::vector<DueEntry>* due, std::vector<std::shared_ptr<EpollView>>* inner) {
+  due->clear();
+  {
+    std::lock_guard<std::mutex> held(view.mu);
+    scan_entries(view, due);
+  }
+  *inner = live_nested(view);
+}
+
+// Nothing of this set's own is ready: its eventfd must not wake its waiters.
+void clear_signal(EpollView& view) {
+  std::lock_guard<std::mutex> held(view.mu);
+  set_signal(view, false, 0, false);
+}
+
+// Neither upgraded sockets nor served nested sets: the kernel's wait,
+// minus this set's eventfd.
+int kernel_wait(EpollView& view, epoll_event* events, int max, const timespec* timeout, int64_t deadline,
+                const sigset_t* mask) {
+  const timespec* wait_for = timeout;
+  timespec left{};
+  for (;;) {
+    clear_signal(view);
+    int n = sys::real().epoll_pwait2(view.epfd, events, max, wait_for, mask);
+    if (n <= 0) return n;
+    n = drop_marker_events(view, events, n);
+    if (n > 0 || wait_expired(deadline)) return n;
+    // Only the eventfd (another thread signalled it meanwhile): wait out the rest.
+    if (deadline >= 0) {
+      int64_t left_ms = deadline - core::monotonic_ms();
+      left = timespec{static_cast<time_t>(left_ms / 1000), static_cast<long>(left_ms % 1000) * 1000000};
+      wait_for = &left;
+    }
+  }
+}
+
+}  // namespace
+
+void epoll_created(int epfd) {
+  if (epfd >= 0) create_view(epfd);
+}
+
+int epoll_control(int epfd, int op, int fd, epoll_event* event) {
+  std::shared_ptr<EpollView> view = fd >= 0 ? find_view(epfd) : nullptr;
+  if (view) {
+    std::lock_guard<std::mutex> held(view->mu);
+    auto it = view->entries.find(fd);
+    if (it != view->entries.end()) {
+      SocketRef ref = lookup_socket(fd);
+      if (ref.get() != it->second.state || ref->generation.load() != it->second.generation) {
+        // The number was closed (and perhaps reused): the old registration
+        // is no longer this number's.
+        int key = fd;
+        orphan_entry(*view, &key);
+        it = view->entries.end();
+      }
+    }
+    // An upgraded socket is in our view only: answer for the kernel.
+    if (it != view->entries.end() && !it->second.in_kernel)
+      return control_upgraded(it->second, view->entries, op, fd, event);
+  }
+  int rc = sys::real().epoll_ctl(epfd, op, fd, event);
+  if (rc != 0) return rc;
+  if (op == EPOLL_CTL_DEL) {
+    if (view) {
+      std::lock_guard<std::mutex> held(view->mu);
+      view->entries.erase(fd);
+      view->nested.erase(fd);
+    }
+    return 0;
+  }
+  if (op != EPOLL_CTL_ADD && op != EPOLL_CTL_MOD) return 0;
+  SocketRef ref = lookup_socket(fd);
+  std::shared_ptr<EpollView> inner = ref ? nullptr : find_view(fd);
+  if (!upgradable(ref) && !inner) return 0;
+  if (!view) {  // an epoll fd from before the library was loaded
+    create_view(epfd);
+    view = find_view(epfd);
+    if (!view) return 0;
+  }
+  std::lock_guard<std::mutex> held(view->mu);
+  mark_in_use(*view);
+  if (inner) {
+    view->nested[fd] = inner;
+    return 0;
+  }
+  EpollEntry& entry = view->entries[fd];
+  entry.state = ref.get();
+  entry.generation = ref->generation.load();
+  entry.fd = fd;
+  entry.event = *event;
+  entry.in_kernel = true;
+  entry.disabled = false;
+  entry.reported = 0;
+  return 0;
+}
+
+bool epoll_has_view(int epfd) { return view_in_use(epfd) != nullptr; }
+
+void epoll_forget(int fd) { drop_view(fd); }
+
+void epoll_closing(int fd) { orphan_before_close(fd); }
+
+void epoll_forget_range(unsigned int first, unsigned int last) { drop_view_range(first, last); }
+
+int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeout, const sigset_t* mask) {
+  std::shared_ptr<EpollView> view = view_in_use(epfd);
+  if (!view || max <= 0) return sys::real().epoll_pwait2(epfd, events, max, timeout, mask);
+  if (!valid_timeout(timeout)) {
+    errno = EINVAL;
+    return -1;
+  }
+  sys::ReentryGuard guard;
+  const int64_t deadline = wait_deadline(timeout);
+  // The profile's spin (bounded, yields the CPU now and then), then sleeps.
+  SpinBudget spin(core::config().settings.spin_us, deadline < 0 ? -1 : deadline * 1000);
+  bool spinning = true;
+  std::vector<DueEntry> due;
+  std::vector<std::shared_ptr<EpollView>> inner;
+  SleepSet sleep_set;
+  for (;;) {
+    collect(*view, &due, &inner);
+    if (due.empty() && inner.empty()) return kernel_wait(*view, events, max, timeout, deadline, mask);
+    // The nested sets' eventfds now say whether they are ready.
+    for (const std::shared_ptr<EpollView>& p : inner) observe_view(*p, nullptr);
+    int n = 0;
+    // Each call starts one entry further on, so that with a small `max` a
+    // socket that stays ready does not hide the others (the kernel's ready
+    // list rotates likewise).
+    const size_t first = due.empty() ? 0 : view->rotation.fetch_add(1, std::memory_order_relaxed) % due.size();
+    for (size_t i = 0; i < due.size() && n < max; ++i) {
+      const DueEntry& d = due[(first + i) % due.size()];
+      std::lock_guard<std::mutex> held(view->mu);
+      auto it = view->entries.find(d.key);
+      if (it == view->entries.end() || it->second.disabled) continue;
+      EpollEntry& entry = it->second;
+      uint32_t ready = 0;
+      uint32_t report = entry_report(entry, d.stream, d.fd, &ready);
+      if (entry.event.events & EPOLLET) entry.reported = ready;
+      if (report == 0) continue;
+      events[n].events = report;
+      events[n].data = entry.event.data;
+      ++n;
+      if (entry.event.events & EPOLLONESHOT) entry.disabled = true;
+    }
+    // The kernel's own fds: on the first look, then every few (a system
+    // call each time), and always once the spin ends (the sleep).
+    if (n < max && (!spinning || spin.checkpoint())) {
+      int kernel = sys::real().epoll_wait(epfd, events + n, max - n, 0);
+      if (kernel > 0) n += drop_marker_events(*view, events + n, kernel);
+    }
+    if (n > 0 || wait_expired(deadline)) return n;
+    if (spinning && (spinning = spin.next())) continue;
+
+    // Sleep on the kernel's set (its own fds, the nested sets, this set's
+    // eventfd: cleared, nothing here is ready) and what may wake ours.
+    clear_signal(*view);
+    sleep_set.clear();
+    sleep_set.add(pollfd{epfd, POLLIN, 0});
+    for (const std::shared_ptr<EpollView>& p : inner) observe_view(*p, &sleep_set);
+    for (const DueEntry& d : due) sleep_on(&sleep_set, d);
+    int rc = sleep_set.sleep(deadline, mask);
+    if (rc < 0 && errno == EINTR) return -1;
+  }
+}
+
+}  // namespace vsock::sock

@@ -1,0 +1,278 @@
+#include "sock/wait/epoll_view.hpp"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+
+#include <vector>
+
+#include "sock/stream/stream_hooks.hpp"
+#include "sock/wait/wait_sleep.hpp"
+#include "sys/real_calls.hpp"
+
+namespace vsock::sock {
+namespace {
+
+// The kernel refuses epoll sets nested deeper than this; a look from
+// outside never goes further either.
+constexpr int kMaxNesting = 5;
+
+std::mutex g_views_mu;
+std::map<int, std::shared_ptr<EpollView>> g_views;
+// Whether any view ever came into use: until then poll and select skip
+// the per-fd lookup (and its lock) for every fd that is not a socket.
+std::atomic<bool> g_any_in_use{false};
+
+bool observe_at(EpollView& view, SleepSet* sleep, int depth) {
+  // The nested sets first: their eventfds make them readable in this
+  // set's kernel part.
+  if (depth < kMaxNesting) {
+    for (const std::shared_ptr<EpollView>& inner : live_nested(view)) observe_at(*inner, sleep, depth + 1);
+  }
+  std::vector<DueEntry> due;
+  bool ready = false;
+  {
+    std::lock_guard<std::mutex> held(view.mu);
+    scan_entries(view, &due);
+    uint64_t activity = 0;
+    for (const DueEntry& d : due) {
+      uint32_t now_ready = 0;
+      if (entry_report(view.entries[d.key], d.stream, d.fd, &now_ready) != 0) ready = true;
+      if (d.stream != nullptr) activity += d.stream->activity();
+    }
+    set_signal(view, ready, activity, true);
+  }
+  // Ready: the eventfd already wakes the sleeper.
+  if (sleep != nullptr && !ready) {
+    for (const DueEntry& d : due) sleep_on(sleep, d);
+  }
+  return ready;
+}
+
+}  // namespace
+
+EpollView::~EpollView() {
+  if (signal_fd >= 0) sys::real().close(signal_fd);
+}
+
+std::shared_ptr<EpollView> find_view(int epfd) {
+  std::lock_guard<std::mutex> held(g_views_mu);
+  if (g_views.empty()) return nullptr;
+  auto it = g_views.find(epfd);
+  return it == g_views.end() ? nullptr : it->second;
+}
+
+void create_view(int epfd) {
+  auto view = std::make_shared<EpollView>(epfd);
+  std::lock_guard<std::mutex> held(g_views_mu);
+  g_views[epfd] = std::move(view);
+}
+
+void drop_view(int fd) {
+  std::shared_ptr<EpollView> gone;  // destroyed (its eventfd closed) outside the lock
+  std::lock_guard<std::mutex> held(g_views_mu);
+  auto it = g_views.find(fd);
+  if (it == g_views.end()) return;
+  gone = std::move(it->second);
+  g_views.erase(it);
+}
+
+void drop_view_range(unsigned int first, unsigned int last) {
+  std::vector<std::shared_ptr<EpollView>> gone;
+  std::lock_guard<std::mutex> held(g_views_mu);
+  for (auto it = g_views.lower_bound(static_cast<int>(first > INT32_MAX ? INT32_MAX : first));
+       it != g_views.end() && static_cast<unsigned int>(it->first) <= last;) {
+    gone.push_back(std::move(it->second));
+    it = g_views.erase(it);
+  }
+}
+
+std::vector<std::shared_ptr<EpollView>> live_nested(EpollView& view) {
+  std::vector<std::shared_ptr<EpollView>> inner;
+  std::lock_guard<std::mutex> held(view.mu);
+  for (auto it = view.nested.begin(); it != view.nested.end();) {
+    std::shared_ptr<EpollView> p = it->second.lock();
+    if (!p || find_view(it->first) != p) {  // closed (the kernel dropped it too)
+      it = view.nested.erase(it);
+      continue;
+    }
+    if (p->in_use.load(std::memory_order_acquire)) inner.push_back(std::move(p));
+    ++it;
+  }
+  return inner;
+}
+
+void mark_in_use(EpollView& view) {
+  view.in_use.store(true, std::memory_order_release);
+  g_any_in_use.store(true, std::memory_order_release);
+}
+
+std::shared_ptr<EpollView> view_in_use(int epfd) {
+  if (!g_any_in_use.load(std::memory_order_acquire)) return nullptr;
+  std::shared_ptr<EpollView> view = find_view(epfd);
+  return view && view->in_use.load(std::memory_order_acquire) ? view : nullptr;
+}
+
+short poll_bits(uint32_t epoll_events) {
+  short bits = 0;
+  if (epoll_events & EPOLLIN) bits |= POLLIN;
+  if (epoll_events & EPOLLOUT) bits |= POLLOUT;
+  if (epoll_events & EPOLLRDHUP) bits |= POLLRDHUP;
+  if (epoll_events & EPOLLPRI) bits |= POLLPRI;
+  return bits;
+}
+
+uint32_t epoll_bits(short poll_events) {
+  uint32_t bits = 0;
+  if (poll_events & POLLIN) bits |= EPOLLIN;
+  if (poll_events & POLLOUT) bits |= EPOLLOUT;
+  if (poll_events & POLLRDHUP) bits |= EPOLLRDHUP;
+  if (poll_events & POLLPRI) bits |= EPOLLPRI;
+  if (poll_events & POLLERR) bits |= EPOLLERR;
+  if (poll_events & POLLHUP) bits |= EPOLLHUP;
+  return bits;
+}
+
+uint32_t entry_report(EpollEntry& entry, StreamSocket* stream, int fd, uint32_t* ready_out) {
+  uint32_t wanted = entry.event.events;
+  pollfd kernel{fd, poll_bits(wanted), 0};
+  const timespec now{0, 0};
+  short revents = stream != nullptr                                   ? stream->poll_events(fd, kernel.events)
+                  : sys::real().ppoll(&kernel, 1, &now, nullptr) > 0 ? kernel.revents
+                                                                      : 0;
+  uint32_t ready = epoll_bits(revents) & (wanted | EPOLLERR | EPOLLHUP);
+  *ready_out = ready;
+  if (!(wanted & EPOLLET)) return ready;
+  if (stream == nullptr) {  // no activity count: an edge is an event newly ready
+    entry.reported &= ready;
+    return ready & ~entry.reported;
+  }
+  uint64_t activity = stream->activity();
+  if (activity != entry.activity) entry.reported = 0;
+  entry.activity = activity;
+  return ready & ~entry.reported;
+}
+
+namespace {
+
+// A socket upgraded or fell back since the last look: moves it out of or
+// into the kernel's set (an orphan cannot be named there any more).
+void sync_kernel_membership(EpollView& view, int key, EpollEntry& entry, bool managed) {
+  if (key < 0) return;
+  if (managed && entry.in_kernel) {
+    sys::real().epoll_ctl(view.epfd, EPOLL_CTL_DEL, key, nullptr);
+    entry.in_kernel = false;
+  } else if (!managed && !entry.in_kernel) {
+    epoll_event event = entry.event;
+    if (entry.disabled) event.events = 0;
+    sys::real().epoll_ctl(view.epfd, EPOLL_CTL_ADD, key, &event);
+    entry.in_kernel = true;
+  }
+}
+
+}  // namespace
+
+void orphan_before_close(int fd) {
+  SocketRef ref = lookup_socket(fd);
+  if (!ref || ref->fds.load() < 2) return;  // the last fd: the kernel drops it too
+  std::vector<std::shared_ptr<EpollView>> views;
+  {
+    std::lock_guard<std::mutex> held(g_views_mu);
+    for (const auto& [epfd, view] : g_views) views.push_back(view);
+  }
+  for (const std::shared_ptr<EpollView>& view : views) {
+    std::lock_guard<std::mutex> held(view->mu);
+    auto it = view->entries.find(fd);
+    if (it == view->entries.end() || it->second.state != ref.get()) continue;
+    if (it->second.in_kernel) {
+      sys::real().epoll_ctl(view->epfd, EPOLL_CTL_DEL, fd, nullptr);
+      it->second.in_kernel = false;
+    }
+    int key = fd;
+    orphan_entry(*view, &key, fd);
+  }
+}
+
+bool orphan_entry(EpollView& view, int* key, int closing) {
+  auto it = view.entries.find(*key);
+  if (it == view.entries.end()) return false;
+  EpollEntry entry = it->second;
+  view.entries.erase(it);
+  // Still in the kernel's set: the kernel reports it (its TCP readiness).
+  if (entry.in_kernel) return false;
+  entry.fd = find_fd_of(entry.state, entry.generation, closing);
+  if (entry.fd < 0) return false;  // the last copy is closed
+  *key = view.next_orphan_key--;
+  view.entries[*key] = entry;
+  return true;
+}
+
+void scan_entries(EpollView& view, std::vector<DueEntry>* due) {
+  for (auto it = view.entries.begin(); it != view.entries.end();) {
+    int key = it->first;
+    SocketRef ref = lookup_socket(it->second.fd);
+    if (ref.get() != it->second.state || ref->generation.load() != it->second.generation) {
+      ++it;  // still valid: orphan_entry() erases `key` and adds a smaller key
+      int moved = key;
+      orphan_entry(view, &moved);
+      continue;
+    }
+    EpollEntry& entry = it->second;
+    StreamSocket* stream = managed_stream(ref);
+    sync_kernel_membership(view, key, entry, stream != nullptr);
+    if ((stream != nullptr || key < 0) && !entry.disabled)
+      due->push_back(DueEntry{key, entry.fd, std::move(ref), stream, poll_bits(entry.event.events)});
+    ++it;
+  }
+}
+
+void sleep_on(SleepSet* sleep, const DueEntry& due) {
+  if (due.stream != nullptr) sleep->add_stream(due.stream, due.fd, due.events);
+  else sleep->add(pollfd{due.fd, due.events, 0});
+}
+
+bool observe_view(EpollView& view, SleepSet* sleep) { return observe_at(view, sleep, 0); }
+
+void set_signal(EpollView& view, bool ready, uint64_t activity, bool create) {
+  if (view.signal_fd < 0) {
+    if (!ready || !create) return;
+    int fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (fd < 0) return;  // out of fds: the outer wait still sleeps in slices
+    // Unique per view: no application stores this in its epoll data.
+    uint64_t marker = 0x76736f636b657066ull ^ reinterpret_cast<uintptr_t>(&view);
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = marker;
+    if (sys::real().epoll_ctl(view.epfd, EPOLL_CTL_ADD, fd, &event) != 0) {
+      sys::real().close(fd);
+      return;
+    }
+    view.signal_fd = fd;
+    view.marker = marker;
+    view.signalled = false;
+  }
+  if (ready && (!view.signalled || activity != view.signal_activity)) {
+    // Another write while readable still wakes the set's waiters: a new
+    // edge for an edge-triggered outer set.
+    uint64_t one = 1;
+    sys::real().write(view.signal_fd, &one, sizeof one);
+    view.signalled = true;
+    view.signal_activity = activity;
+  } else if (!ready && view.signalled) {
+    uint64_t count;
+    sys::real().read(view.signal_fd, &count, sizeof count);
+    view.signalled = false;
+  }
+}
+
+int drop_marker_events(EpollView& view, epoll_event* events, int count) {
+  if (count <= 0) return count;
+  std::lock_guard<std::mutex> held(view.mu);
+  if (view.signal_fd < 0) return count;
+  int kept = 0;
+  for (int i = 0; i < count; ++i) {
+    if (events[i].data.u64 != view.marker) events[kept++] = events[i];
+  }
+  return kept;
+}
+
+}  // namespace vsock::sock
