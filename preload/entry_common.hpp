@@ -8,6 +8,7 @@
 
 #include "sock/offload_policy.hpp"
 #include "sock/registry.hpp"
+#include "sock/socket_route.hpp"
 #include "sock/stream/stream_hooks.hpp"
 #include "sys/real_calls.hpp"
 #include "sys/reentry_guard.hpp"

@@ -116,9 +116,9 @@ VSOCK_EXPORT int ioctl(int fd, unsigned long request, ...) {
   va_end(ap);
   if (request == FIONREAD && !sys::in_library()) {
     sock::SocketRef ref = sock::lookup_socket(fd);
-    if (sock::StreamSocket* stream = sock::managed_stream(ref)) {
+    if (sock::ManagedSocket* socket = sock::managed_socket(ref)) {
       sys::ReentryGuard guard;
-      core::Result<int> bytes = stream->readable_bytes(fd);
+      core::Result<int> bytes = socket->readable_bytes(fd);
       if (!bytes) {
         errno = bytes.error();
         return -1;

@@ -11,6 +11,7 @@
 
 #include "core/stats.hpp"
 #include "preload/entry_common.hpp"
+#include "sock/socket_route.hpp"
 #include "sock/stream/stream_handoff.hpp"
 
 using namespace vsock;
@@ -20,49 +21,64 @@ extern "C" void __chk_fail(void) __attribute__((noreturn));
 
 namespace {
 
-// A call on an fd: its stream if the library must serve it, else the
+// A call on an fd: the socket that serves it if the library must, else the
 // kernel's answer, counted if the fd is a tracked TCP socket.
 class Route {
  public:
   explicit Route(int fd) {
     if (sys::in_library()) return;
     ref_ = sock::lookup_socket(fd);
-    stream_ = sock::managed_stream(ref_);
+    socket_ = sock::managed_socket(ref_);
   }
-  sock::StreamSocket* stream() const { return stream_; }
+  sock::ManagedSocket* socket() const { return socket_; }
+  // A stream, which reads and writes of nothing do not touch (a datagram
+  // socket's read of nothing takes a datagram, as the kernel's).
+  bool is_stream() const { return ref_ && ref_->type == SOCK_STREAM; }
+  // The stream for what only a stream does (sendfile), or null.
+  sock::StreamSocket* stream() const { return socket_ != nullptr && is_stream() ? sock::managed_stream(ref_) : nullptr; }
   ssize_t count_sent(ssize_t n) const {
-    if (n > 0 && ref_ && ref_->type == SOCK_STREAM)
+    if (n > 0 && is_stream())
       core::stat_transfer(core::Stat::tcp_bytes_sent, core::Stat::tcp_sends, static_cast<uint64_t>(n));
     return n;
   }
   ssize_t count_received(ssize_t n) const {
-    if (n > 0 && ref_ && ref_->type == SOCK_STREAM)
+    if (n > 0 && is_stream())
       core::stat_transfer(core::Stat::tcp_bytes_received, core::Stat::tcp_receives, static_cast<uint64_t>(n));
+    return n;
+  }
+
+  ssize_t send(int fd, const msghdr& msg, int flags) const {
+    sys::ReentryGuard guard;
+    return preload::finish(socket_->send_message(fd, msg, flags));
+  }
+  ssize_t receive(int fd, msghdr& msg, int flags) const {
+    sys::ReentryGuard guard;
+    return preload::finish(socket_->receive_message(fd, msg, flags));
+  }
+  // The same for one buffer, and for an iovec array (no address).
+  ssize_t send(int fd, const iovec* iov, int count, const sockaddr* to, socklen_t to_len, int flags) const {
+    msghdr msg{};
+    msg.msg_name = const_cast<sockaddr*>(to);
+    msg.msg_namelen = to != nullptr ? to_len : 0;
+    msg.msg_iov = const_cast<iovec*>(iov);
+    msg.msg_iovlen = static_cast<size_t>(count);
+    return send(fd, msg, flags);
+  }
+  ssize_t receive(int fd, const iovec* iov, int count, sockaddr* from, socklen_t* from_len, int flags) const {
+    msghdr msg{};
+    msg.msg_name = from_len != nullptr ? from : nullptr;
+    msg.msg_namelen = from != nullptr && from_len != nullptr ? *from_len : 0;
+    msg.msg_iov = const_cast<iovec*>(iov);
+    msg.msg_iovlen = static_cast<size_t>(count);
+    ssize_t n = receive(fd, msg, flags);
+    if (n >= 0 && from != nullptr && from_len != nullptr) *from_len = msg.msg_namelen;
     return n;
   }
 
  private:
   sock::SocketRef ref_;
-  sock::StreamSocket* stream_ = nullptr;
+  sock::ManagedSocket* socket_ = nullptr;
 };
-
-ssize_t stream_send(sock::StreamSocket* stream, int fd, const iovec* iov, int count, int flags) {
-  sys::ReentryGuard guard;
-  return preload::finish(stream->send(fd, iov, count, flags));
-}
-
-ssize_t stream_recv(sock::StreamSocket* stream, int fd, const iovec* iov, int count, int flags) {
-  sys::ReentryGuard guard;
-  return preload::finish(stream->recv(fd, iov, count, flags));
-}
-
-// A connected stream socket has no peer address to report: the kernel
-// sets the length to 0 (msg_name untouched) and returns no control data.
-void clear_message_extras(msghdr* msg) {
-  msg->msg_namelen = 0;
-  msg->msg_controllen = 0;
-  msg->msg_flags = 0;
-}
 
 int iov_count(size_t n) { return n > static_cast<size_t>(IOV_MAX) ? -1 : static_cast<int>(n); }
 
@@ -70,17 +86,17 @@ int iov_count(size_t n) { return n > static_cast<size_t>(IOV_MAX) ? -1 : static_
 
 VSOCK_EXPORT ssize_t send(int fd, const void* buf, size_t len, int flags) {
   Route route(fd);
-  if (route.stream() == nullptr) return route.count_sent(real().send(fd, buf, len, flags));
+  if (route.socket() == nullptr) return route.count_sent(real().send(fd, buf, len, flags));
   iovec iov{const_cast<void*>(buf), len};
-  return stream_send(route.stream(), fd, &iov, 1, flags);
+  return route.send(fd, &iov, 1, nullptr, 0, flags);
 }
 
 // On a connected stream socket the kernel ignores the address.
 VSOCK_EXPORT ssize_t sendto(int fd, const void* buf, size_t len, int flags, const sockaddr* addr, socklen_t alen) {
   Route route(fd);
-  if (route.stream() == nullptr) return route.count_sent(real().sendto(fd, buf, len, flags, addr, alen));
+  if (route.socket() == nullptr) return route.count_sent(real().sendto(fd, buf, len, flags, addr, alen));
   iovec iov{const_cast<void*>(buf), len};
-  return stream_send(route.stream(), fd, &iov, 1, flags);
+  return route.send(fd, &iov, 1, addr, alen, flags);
 }
 
 // A socket passed with SCM_RIGHTS may be used by the receiving process:
@@ -94,19 +110,18 @@ static void hand_off_passed(const msghdr* msg) {
 VSOCK_EXPORT ssize_t sendmsg(int fd, const msghdr* msg, int flags) {
   hand_off_passed(msg);
   Route route(fd);
-  if (route.stream() == nullptr) return route.count_sent(real().sendmsg(fd, msg, flags));
-  int count = iov_count(msg->msg_iovlen);
-  if (count < 0) {
+  if (route.socket() == nullptr) return route.count_sent(real().sendmsg(fd, msg, flags));
+  if (iov_count(msg->msg_iovlen) < 0) {
     errno = EMSGSIZE;
     return -1;
   }
-  return stream_send(route.stream(), fd, msg->msg_iov, count, flags);
+  return route.send(fd, *msg, flags);
 }
 
 VSOCK_EXPORT int sendmmsg(int fd, mmsghdr* msgs, unsigned int count, int flags) {
   for (unsigned int i = 0; msgs != nullptr && i < count; ++i) hand_off_passed(&msgs[i].msg_hdr);
   Route route(fd);
-  if (route.stream() == nullptr) return static_cast<int>(route.count_sent(real().sendmmsg(fd, msgs, count, flags)));
+  if (route.socket() == nullptr) return static_cast<int>(route.count_sent(real().sendmmsg(fd, msgs, count, flags)));
   // As the kernel: the messages sent, or the first error if none was.
   unsigned int sent = 0;
   for (; sent < count && sent < UIO_MAXIOV; ++sent) {
@@ -119,36 +134,31 @@ VSOCK_EXPORT int sendmmsg(int fd, mmsghdr* msgs, unsigned int count, int flags) 
 
 VSOCK_EXPORT ssize_t recv(int fd, void* buf, size_t len, int flags) {
   Route route(fd);
-  if (route.stream() == nullptr) return route.count_received(real().recv(fd, buf, len, flags));
+  if (route.socket() == nullptr) return route.count_received(real().recv(fd, buf, len, flags));
   iovec iov{buf, len};
-  return stream_recv(route.stream(), fd, &iov, 1, flags);
+  return route.receive(fd, &iov, 1, nullptr, nullptr, flags);
 }
 
 VSOCK_EXPORT ssize_t recvfrom(int fd, void* buf, size_t len, int flags, sockaddr* addr, socklen_t* alen) {
   Route route(fd);
-  if (route.stream() == nullptr) return route.count_received(real().recvfrom(fd, buf, len, flags, addr, alen));
+  if (route.socket() == nullptr) return route.count_received(real().recvfrom(fd, buf, len, flags, addr, alen));
   iovec iov{buf, len};
-  ssize_t n = stream_recv(route.stream(), fd, &iov, 1, flags);
-  if (n >= 0 && addr != nullptr && alen != nullptr) *alen = 0;
-  return n;
+  return route.receive(fd, &iov, 1, addr, alen, flags);
 }
 
 VSOCK_EXPORT ssize_t recvmsg(int fd, msghdr* msg, int flags) {
   Route route(fd);
-  if (route.stream() == nullptr) return route.count_received(real().recvmsg(fd, msg, flags));
-  int count = iov_count(msg->msg_iovlen);
-  if (count < 0) {
+  if (route.socket() == nullptr) return route.count_received(real().recvmsg(fd, msg, flags));
+  if (iov_count(msg->msg_iovlen) < 0) {
     errno = EMSGSIZE;
     return -1;
   }
-  ssize_t n = stream_recv(route.stream(), fd, msg->msg_iov, count, flags);
-  if (n >= 0) clear_message_extras(msg);
-  return n;
+  return route.receive(fd, *msg, flags);
 }
 
 VSOCK_EXPORT int recvmmsg(int fd, mmsghdr* msgs, unsigned int count, int flags, timespec* timeout) {
   Route route(fd);
-  if (route.stream() == nullptr)
+  if (route.socket() == nullptr)
     return static_cast<int>(route.count_received(real().recvmmsg(fd, msgs, count, flags, timeout)));
   // MSG_WAITFORONE: only the first message may wait. (The timeout, which
   // the kernel checks only between messages, is not applied here.)
@@ -159,47 +169,47 @@ VSOCK_EXPORT int recvmmsg(int fd, mmsghdr* msgs, unsigned int count, int flags, 
     ssize_t n = recvmsg(fd, &msgs[got].msg_hdr, these);
     if (n < 0) return got > 0 ? static_cast<int>(got) : -1;
     msgs[got].msg_len = static_cast<unsigned int>(n);
-    if (n == 0) return static_cast<int>(got + 1);
+    if (n == 0 && route.is_stream()) return static_cast<int>(got + 1);  // end of the stream
   }
   return static_cast<int>(got);
 }
 
 VSOCK_EXPORT ssize_t read(int fd, void* buf, size_t len) {
   Route route(fd);
-  if (route.stream() == nullptr) return route.count_received(real().read(fd, buf, len));
-  if (len == 0) return 0;  // the kernel's read() of nothing returns at once (recv() of nothing may wait)
+  if (route.socket() == nullptr) return route.count_received(real().read(fd, buf, len));
+  if (len == 0 && route.is_stream()) return 0;  // the kernel's read() of nothing returns at once (recv() may wait)
   iovec iov{buf, len};
-  return stream_recv(route.stream(), fd, &iov, 1, 0);
+  return route.receive(fd, &iov, 1, nullptr, nullptr, 0);
 }
 
 VSOCK_EXPORT ssize_t write(int fd, const void* buf, size_t len) {
   Route route(fd);
-  if (route.stream() == nullptr) return route.count_sent(real().write(fd, buf, len));
+  if (route.socket() == nullptr) return route.count_sent(real().write(fd, buf, len));
   iovec iov{const_cast<void*>(buf), len};
-  return stream_send(route.stream(), fd, &iov, 1, 0);
+  return route.send(fd, &iov, 1, nullptr, 0, 0);
 }
 
 VSOCK_EXPORT ssize_t readv(int fd, const iovec* iov, int count) {
   Route route(fd);
-  if (route.stream() == nullptr) return route.count_received(real().readv(fd, iov, count));
+  if (route.socket() == nullptr) return route.count_received(real().readv(fd, iov, count));
   if (count < 0 || count > IOV_MAX) {
     errno = EINVAL;
     return -1;
   }
   size_t total = 0;
   for (int i = 0; i < count; ++i) total += iov[i].iov_len;
-  if (total == 0) return 0;  // as read(): nothing to read returns at once
-  return stream_recv(route.stream(), fd, iov, count, 0);
+  if (total == 0 && route.is_stream()) return 0;  // as read(): nothing to read returns at once
+  return route.receive(fd, iov, count, nullptr, nullptr, 0);
 }
 
 VSOCK_EXPORT ssize_t writev(int fd, const iovec* iov, int count) {
   Route route(fd);
-  if (route.stream() == nullptr) return route.count_sent(real().writev(fd, iov, count));
+  if (route.socket() == nullptr) return route.count_sent(real().writev(fd, iov, count));
   if (count < 0 || count > IOV_MAX) {
     errno = EINVAL;
     return -1;
   }
-  return stream_send(route.stream(), fd, iov, count, 0);
+  return route.send(fd, iov, count, nullptr, 0, 0);
 }
 
 namespace {

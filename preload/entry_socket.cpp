@@ -80,9 +80,9 @@ VSOCK_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
 VSOCK_EXPORT int shutdown(int fd, int how) {
   if (!sys::in_library()) {
     sock::SocketRef ref = sock::lookup_socket(fd);
-    if (sock::StreamSocket* stream = sock::managed_stream(ref)) {
+    if (sock::ManagedSocket* socket = sock::managed_socket(ref)) {
       sys::ReentryGuard guard;
-      return preload::finish(stream->shutdown(fd, how)) < 0 ? -1 : 0;
+      return preload::finish(socket->shutdown(fd, how)) < 0 ? -1 : 0;
     }
   }
   return real().shutdown(fd, how);
@@ -94,10 +94,10 @@ VSOCK_EXPORT int getsockopt(int fd, int level, int name, void* value, socklen_t*
   if (level == SOL_SOCKET && name == SO_ERROR && value != nullptr && len != nullptr && *len >= sizeof(int) &&
       !sys::in_library()) {
     sock::SocketRef ref = sock::lookup_socket(fd);
-    if (sock::StreamSocket* stream = sock::managed_stream(ref)) {
+    if (sock::ManagedSocket* socket = sock::managed_socket(ref)) {
       sys::ReentryGuard guard;
       int error = 0;
-      if (stream->take_so_error(fd, &error)) {
+      if (socket->take_so_error(fd, &error)) {
         *static_cast<int*>(value) = error;
         *len = sizeof(int);
         return 0;

@@ -47,7 +47,7 @@ VSOCK_EXPORT int __ppoll_chk(pollfd* fds, nfds_t count, const timespec* timeout,
 }
 
 VSOCK_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, timeval* timeout) {
-  if (sys::in_library() || !sock::select_has_stream(nfds, readfds, writefds, exceptfds))
+  if (sys::in_library() || !sock::select_has_managed(nfds, readfds, writefds, exceptfds))
     return real().select(nfds, readfds, writefds, exceptfds, timeout);
   timespec limit{};
   if (timeout != nullptr) limit = timespec{timeout->tv_sec, timeout->tv_usec * 1000};
@@ -65,7 +65,7 @@ VSOCK_EXPORT int select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exc
 
 VSOCK_EXPORT int pselect(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, const timespec* timeout,
                          const sigset_t* mask) {
-  if (sys::in_library() || !sock::select_has_stream(nfds, readfds, writefds, exceptfds))
+  if (sys::in_library() || !sock::select_has_managed(nfds, readfds, writefds, exceptfds))
     return real().pselect(nfds, readfds, writefds, exceptfds, timeout, mask);
   return sock::wait_select(nfds, readfds, writefds, exceptfds, timeout, mask);
 }

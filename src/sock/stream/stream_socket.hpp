@@ -33,6 +33,7 @@
 #include "rdma/cm_connection.hpp"
 #include "rdma/cm_connector.hpp"
 #include "sock/blocking_mode.hpp"
+#include "sock/managed_socket.hpp"
 #include "sock/stream/stream_channel.hpp"
 #include "sock/stream/switch_reader.hpp"
 #include "sock/stream/switch_writer.hpp"
@@ -43,7 +44,7 @@ namespace vsock::sock {
 
 struct StreamSnapshot;  // socket_report.hpp
 
-class StreamSocket {
+class StreamSocket final : public ManagedSocket {
  public:
   StreamSocket(UpgradeRole role, uint64_t nonce);
   ~StreamSocket();
@@ -54,7 +55,7 @@ class StreamSocket {
   void release();
 
   // Fast path: once true, every call on the fd goes straight to the kernel.
-  bool kernel_only() const { return kernel_only_.load(std::memory_order_acquire); }
+  bool kernel_only() const override { return kernel_only_.load(std::memory_order_acquire); }
   UpgradeRole role() const { return upgrade_.role(); }
   uint64_t nonce() const { return nonce_; }
   void set_nonce(uint64_t nonce) { nonce_ = nonce; }  // the server's, from the request
@@ -68,8 +69,8 @@ class StreamSocket {
   // fcntl(F_SETFL) or ioctl(FIONBIO) / setsockopt(SO_RCVTIMEO or
   // SO_SNDTIMEO) went through on an fd of this socket: the cached copies
   // are stale (BlockingMode). Lock-free.
-  void file_flags_changed() { blocking_.file_flags_changed(); }
-  void timeouts_changed() { blocking_.timeouts_changed(); }
+  void file_flags_changed() override { blocking_.file_flags_changed(); }
+  void timeouts_changed() override { blocking_.timeouts_changed(); }
   // Held data the application has not flushed by a later call: the
   // side-band thread posts it once the completion it waits for has come, as
   // the kernel sends what Nagle held when the ACK arrives. Lock held.
@@ -81,24 +82,28 @@ class StreamSocket {
   core::Result<size_t> send(int fd, const iovec* iov, int count, int flags);
   // recv/recvmsg/read/readv: MSG_PEEK, MSG_WAITALL, MSG_DONTWAIT.
   core::Result<size_t> recv(int fd, const iovec* iov, int count, int flags);
-  core::Result<bool> shutdown(int fd, int how);
-  core::Result<int> readable_bytes(int fd);  // FIONREAD
+  // ManagedSocket's sendmsg/recvmsg: send()/recv() of the message's
+  // iovecs; no peer address and no control data, as the kernel's TCP.
+  core::Result<size_t> send_message(int fd, const msghdr& msg, int flags) override;
+  core::Result<size_t> receive_message(int fd, msghdr& msg, int flags) override;
+  core::Result<bool> shutdown(int fd, int how) override;
+  core::Result<int> readable_bytes(int fd) override;  // FIONREAD
   // poll()-style readiness for `events` (POLLIN, POLLOUT, POLLRDHUP; POLLHUP
   // and POLLERR always): progresses the channel first.
-  short poll_events(int fd, short events);
+  short poll_events(int fd, short events) override;
   // Fills `out` (at most 3 entries) with what a sleeper must watch to learn
   // that poll_events() may have changed; arms the channel. Returns the
   // count, and in *slice_ms how long to sleep at most before looking again
   // (the upgrade may change things no fd reports).
-  int wake_fds(int fd, short events, pollfd* out, int* slice_ms);
+  int wake_fds(int fd, short events, pollfd* out, int* slice_ms) override;
   // Changes whenever something may have become newly ready (data or
   // credit arrived, a call found nothing and will wait): edge-triggered
   // epoll reports a ready socket again after it changed.
-  uint64_t activity();
+  uint64_t activity() override;
   // getsockopt(SO_ERROR) once a byte may be in a ring: the connection's
   // error, once, as the kernel reports its pending error (docs/protocol.md
   // §4). False: the kernel socket answers.
-  bool take_so_error(int fd, int* error);
+  bool take_so_error(int fd, int* error) override;
   // The process exits with the socket open: sends a FIN after the data and
   // waits (at most timeout_ms) until both are delivered, as exit's implicit
   // close does on TCP.

@@ -307,6 +307,20 @@ core::Result<size_t> StreamSocket::recv(int fd, const iovec* iov, int count, int
 
 // -------------------------------------------------------------- the rest --
 
+core::Result<size_t> StreamSocket::send_message(int fd, const msghdr& msg, int flags) {
+  return send(fd, msg.msg_iov, static_cast<int>(msg.msg_iovlen), flags);
+}
+
+core::Result<size_t> StreamSocket::receive_message(int fd, msghdr& msg, int flags) {
+  core::Result<size_t> n = recv(fd, msg.msg_iov, static_cast<int>(msg.msg_iovlen), flags);
+  if (n) {
+    msg.msg_namelen = 0;
+    msg.msg_controllen = 0;
+    msg.msg_flags = 0;
+  }
+  return n;
+}
+
 core::Result<bool> StreamSocket::shutdown(int fd, int how) {
   claim_if_awaited(fd);
   using R = core::Result<bool>;

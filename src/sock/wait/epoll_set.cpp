@@ -15,7 +15,7 @@
 #include "sock/wait/epoll_view.hpp"
 #include "sock/registry.hpp"
 #include "sock/wait/spin_budget.hpp"
-#include "sock/stream/stream_hooks.hpp"
+#include "sock/socket_route.hpp"
 #include "sock/wait/wait_engine.hpp"
 #include "sock/wait/wait_sleep.hpp"
 #include "sys/real_calls.hpp"
@@ -198,7 +198,7 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
       if (it == view->entries.end() || it->second.disabled) continue;
       EpollEntry& entry = it->second;
       uint32_t ready = 0;
-      uint32_t report = entry_report(entry, d.stream, d.fd, &ready);
+      uint32_t report = entry_report(entry, d.socket, d.fd, &ready);
       if (entry.event.events & EPOLLET) entry.reported = ready;
       if (report == 0) continue;
       events[n].events = report;

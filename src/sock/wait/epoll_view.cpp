@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include "sock/stream/stream_hooks.hpp"
+#include "sock/socket_route.hpp"
 #include "sock/wait/wait_sleep.hpp"
 #include "sys/real_calls.hpp"
 
@@ -36,8 +36,8 @@ bool observe_at(EpollView& view, SleepSet* sleep, int depth) {
     uint64_t activity = 0;
     for (const DueEntry& d : due) {
       uint32_t now_ready = 0;
-      if (entry_report(view.entries[d.key], d.stream, d.fd, &now_ready) != 0) ready = true;
-      if (d.stream != nullptr) activity += d.stream->activity();
+      if (entry_report(view.entries[d.key], d.socket, d.fd, &now_ready) != 0) ready = true;
+      if (d.socket != nullptr) activity += d.socket->activity();
     }
     set_signal(view, ready, activity, true);
   }
@@ -132,21 +132,21 @@ uint32_t epoll_bits(short poll_events) {
   return bits;
 }
 
-uint32_t entry_report(EpollEntry& entry, StreamSocket* stream, int fd, uint32_t* ready_out) {
+uint32_t entry_report(EpollEntry& entry, ManagedSocket* socket, int fd, uint32_t* ready_out) {
   uint32_t wanted = entry.event.events;
   pollfd kernel{fd, poll_bits(wanted), 0};
   const timespec now{0, 0};
-  short revents = stream != nullptr                                   ? stream->poll_events(fd, kernel.events)
+  short revents = socket != nullptr                                   ? socket->poll_events(fd, kernel.events)
                   : sys::real().ppoll(&kernel, 1, &now, nullptr) > 0 ? kernel.revents
                                                                       : 0;
   uint32_t ready = epoll_bits(revents) & (wanted | EPOLLERR | EPOLLHUP);
   *ready_out = ready;
   if (!(wanted & EPOLLET)) return ready;
-  if (stream == nullptr) {  // no activity count: an edge is an event newly ready
+  if (socket == nullptr) {  // no activity count: an edge is an event newly ready
     entry.reported &= ready;
     return ready & ~entry.reported;
   }
-  uint64_t activity = stream->activity();
+  uint64_t activity = socket->activity();
   if (activity != entry.activity) entry.reported = 0;
   entry.activity = activity;
   return ready & ~entry.reported;
@@ -217,16 +217,16 @@ void scan_entries(EpollView& view, std::vector<DueEntry>* due) {
       continue;
     }
     EpollEntry& entry = it->second;
-    StreamSocket* stream = managed_stream(ref);
-    sync_kernel_membership(view, key, entry, stream != nullptr);
-    if ((stream != nullptr || key < 0) && !entry.disabled)
-      due->push_back(DueEntry{key, entry.fd, std::move(ref), stream, poll_bits(entry.event.events)});
+    ManagedSocket* socket = managed_socket(ref);
+    sync_kernel_membership(view, key, entry, socket != nullptr);
+    if ((socket != nullptr || key < 0) && !entry.disabled)
+      due->push_back(DueEntry{key, entry.fd, std::move(ref), socket, poll_bits(entry.event.events)});
     ++it;
   }
 }
 
 void sleep_on(SleepSet* sleep, const DueEntry& due) {
-  if (due.stream != nullptr) sleep->add_stream(due.stream, due.fd, due.events);
+  if (due.socket != nullptr) sleep->add_socket(due.socket, due.fd, due.events);
   else sleep->add(pollfd{due.fd, due.events, 0});
 }
 

@@ -28,7 +28,7 @@
 namespace vsock::sock {
 
 class SleepSet;
-class StreamSocket;
+class ManagedSocket;
 
 struct EpollEntry {
   SocketState* state = nullptr;  // identity, with generation: the socket
@@ -38,7 +38,7 @@ struct EpollEntry {
   bool in_kernel = true;         // also registered in the kernel's set
   bool disabled = false;         // EPOLLONESHOT fired; MOD re-enables
   uint32_t reported = 0;         // edge-triggered: events reported and still ready
-  uint64_t activity = 0;         // edge-triggered: StreamSocket::activity() then
+  uint64_t activity = 0;         // edge-triggered: ManagedSocket::activity() then
 };
 
 struct EpollView {
@@ -89,7 +89,7 @@ uint32_t epoll_bits(short poll_events);
 // it, as epoll_wait's next look would); *ready: all the events that are
 // ready. Under the view's lock; `stream` is the entry's upgraded socket
 // (null: the kernel's readiness of `fd`).
-uint32_t entry_report(EpollEntry& entry, StreamSocket* stream, int fd, uint32_t* ready);
+uint32_t entry_report(EpollEntry& entry, ManagedSocket* socket, int fd, uint32_t* ready);
 
 // An entry due for a look (key: in view.entries): an upgraded socket, or
 // an orphan the kernel's set no longer holds (stream null if the kernel
@@ -97,8 +97,8 @@ uint32_t entry_report(EpollEntry& entry, StreamSocket* stream, int fd, uint32_t*
 struct DueEntry {
   int key;
   int fd;
-  SocketRef ref;  // keeps the socket alive while its stream is used
-  StreamSocket* stream;
+  SocketRef ref;  // keeps the socket alive while it is used
+  ManagedSocket* socket;
   short events;   // poll() bits of the registered events
 };
 

@@ -10,7 +10,7 @@
 #include "sock/registry.hpp"
 #include "sock/wait/select_bits.hpp"
 #include "sock/wait/spin_budget.hpp"
-#include "sock/stream/stream_hooks.hpp"
+#include "sock/socket_route.hpp"
 #include "sock/wait/wait_sleep.hpp"
 #include "sys/real_calls.hpp"
 #include "sys/reentry_guard.hpp"
@@ -21,7 +21,7 @@ namespace {
 struct Managed {
   size_t index;
   SocketRef ref;
-  StreamSocket* stream;
+  ManagedSocket* socket;
 };
 
 }  // namespace
@@ -34,8 +34,8 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
   for (nfds_t i = 0; i < count; ++i) {
     if (fds[i].fd < 0) continue;
     SocketRef ref = lookup_socket(fds[i].fd);
-    if (StreamSocket* stream = managed_stream(ref)) {
-      managed.push_back(Managed{i, std::move(ref), stream});
+    if (ManagedSocket* socket = managed_socket(ref)) {
+      managed.push_back(Managed{i, std::move(ref), socket});
     } else if (!ref) {
       if (std::shared_ptr<EpollView> view = view_in_use(fds[i].fd)) views.push_back(std::move(view));
     }
@@ -52,7 +52,7 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
   SpinBudget spin(core::config().settings.spin_us, deadline < 0 ? -1 : deadline * 1000);
   bool spinning = true;
   // The kernel's part of the set: upgraded sockets' entries are -1, which
-  // ppoll skips (their TCP side is watched through add_stream()).
+  // ppoll skips (what wakes them comes from add_socket()).
   std::vector<pollfd> kernel(fds, fds + count);
   for (const Managed& m : managed) kernel[m.index].fd = -1;
   SleepSet sleep_set;
@@ -67,7 +67,7 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
       kernel[it->index].fd = fds[it->index].fd;
       it = managed.erase(it);
     }
-    // The stream sockets, from the library; then the kernel's fds without
+    // The managed sockets, from the library; then the kernel's fds without
     // waiting — under the caller's sigmask when nothing is ready yet, so a
     // signal it unblocks ends even a zero-timeout call with EINTR, as the
     // kernel's ppoll. The kernel is asked on the first look and then every
@@ -76,7 +76,7 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
     int ready = 0;
     for (nfds_t i = 0; i < count; ++i) kernel[i].revents = 0;
     for (const Managed& m : managed) {
-      fds[m.index].revents = m.stream->poll_events(fds[m.index].fd, fds[m.index].events);
+      fds[m.index].revents = m.socket->poll_events(fds[m.index].fd, fds[m.index].events);
       ready += fds[m.index].revents != 0;
     }
     for (const std::shared_ptr<EpollView>& view : views) observe_view(*view, nullptr);
@@ -87,7 +87,7 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
       if (rc < 0) return -1;
     }
     for (nfds_t i = 0; i < count; ++i) {
-      if (kernel[i].fd < 0 && fds[i].fd >= 0) continue;  // a stream socket's
+      if (kernel[i].fd < 0 && fds[i].fd >= 0) continue;  // a managed socket's
       fds[i].revents = kernel[i].revents;
       ready += fds[i].revents != 0;
     }
@@ -98,13 +98,13 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
     sleep_set.clear();
     for (const pollfd& p : kernel) sleep_set.add(p);
     for (const std::shared_ptr<EpollView>& view : views) observe_view(*view, &sleep_set);
-    for (const Managed& m : managed) sleep_set.add_stream(m.stream, fds[m.index].fd, fds[m.index].events);
+    for (const Managed& m : managed) sleep_set.add_socket(m.socket, fds[m.index].fd, fds[m.index].events);
     rc = sleep_set.sleep(deadline, mask);
     if (rc < 0 && errno == EINTR) return -1;
   }
 }
 
-bool select_has_stream(int nfds, const fd_set* readfds, const fd_set* writefds, const fd_set* exceptfds) {
+bool select_has_managed(int nfds, const fd_set* readfds, const fd_set* writefds, const fd_set* exceptfds) {
   if (nfds < 0) return false;  // the kernel's error
   const int limit = select_fd_limit(nfds);
   for (int fd = 0; fd < limit; ++fd) {
@@ -112,7 +112,7 @@ bool select_has_stream(int nfds, const fd_set* readfds, const fd_set* writefds, 
                   (exceptfds != nullptr && fd_bit(exceptfds, fd));
     if (!listed) continue;
     SocketRef ref = lookup_socket(fd);
-    if (managed_stream(ref) != nullptr || (!ref && view_in_use(fd))) return true;
+    if (managed_socket(ref) != nullptr || (!ref && view_in_use(fd))) return true;
   }
   return false;
 }

@@ -1,15 +1,17 @@
 // The wait engine (DESIGN decision 6): poll, select and epoll over fds of
-// every kind, where an upgraded socket's readiness comes from its
-// StreamSocket (TCP before the switch point, the ring after it) and every
-// other fd's from the kernel.
+// every kind, where a managed socket's readiness comes from the socket
+// (managed_socket.hpp: a TCP connection's TCP bytes before the switch
+// point and its ring after it; a UDP socket's kernel queue and its UD
+// queue) and every other fd's from the kernel.
 //
-// A wait that involves no upgraded socket is the kernel's call, unchanged.
-// Otherwise: look at every fd (the stream sockets progress their channels),
-// return what is ready; else sleep in the real ppoll on the kernel fds, the
-// stream sockets' TCP fds and their armed completion channels — in slices,
-// since an upgrade under way can change readiness without any fd saying so
-// — and look again. Timeouts and sigmasks are the caller's; a signal ends
-// the wait with EINTR as the kernel's would.
+// A wait that involves no managed socket is the kernel's call, unchanged.
+// Otherwise: look at every fd (managed sockets progress their transports),
+// return what is ready; else sleep in the real ppoll on the kernel fds and
+// what each managed socket says may wake it (its kernel fd, armed
+// completion channels) — in slices, since an upgrade under way can change
+// readiness without any fd saying so — and look again. Timeouts and
+// sigmasks are the caller's; a signal ends the wait with EINTR as the
+// kernel's would.
 #pragma once
 #include <poll.h>
 #include <signal.h>
@@ -20,13 +22,13 @@
 namespace vsock::sock {
 
 // ppoll() semantics; timeout null = forever. Returns the real call's
-// result when no fd in the set is an upgraded socket.
+// result when no fd in the set is a managed socket.
 int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t* mask);
 
-// Whether any fd in the sets is an upgraded socket or an epoll fd the
+// Whether any fd in the sets is a managed socket or an epoll fd the
 // library serves (else select is the kernel's call, unchanged).
-bool select_has_stream(int nfds, const fd_set* readfds, const fd_set* writefds, const fd_set* exceptfds);
-// pselect() semantics through wait_poll, for sets select_has_stream()
+bool select_has_managed(int nfds, const fd_set* readfds, const fd_set* writefds, const fd_set* exceptfds);
+// pselect() semantics through wait_poll, for sets select_has_managed()
 // accepted (select's timeout form is converted by the caller).
 int wait_select(int nfds, fd_set* readfds, fd_set* writefds, fd_set* exceptfds, const timespec* timeout,
                 const sigset_t* mask);

@@ -16,10 +16,10 @@ int64_t wait_deadline(const timespec* timeout) {
 
 bool wait_expired(int64_t deadline) { return deadline >= 0 && core::monotonic_ms() >= deadline; }
 
-void SleepSet::add_stream(StreamSocket* stream, int fd, short events) {
-  pollfd wake[3];
+void SleepSet::add_socket(ManagedSocket* socket, int fd, short events) {
+  pollfd wake[ManagedSocket::kMaxWakeFds];
   int slice_ms = -1;
-  int count = stream->wake_fds(fd, events, wake, &slice_ms);
+  int count = socket->wake_fds(fd, events, wake, &slice_ms);
   fds_.insert(fds_.end(), wake, wake + count);
   if (slice_ms >= 0 && (slice_ms_ < 0 || slice_ms < slice_ms_)) slice_ms_ = slice_ms;
 }

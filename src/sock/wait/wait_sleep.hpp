@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sock/stream/stream_socket.hpp"
+#include "sock/managed_socket.hpp"
 
 namespace vsock::sock {
 
@@ -30,8 +30,8 @@ class SleepSet {
     slice_ms_ = -1;
   }
   void add(const pollfd& fd) { fds_.push_back(fd); }
-  // What may change `stream`'s readiness for `events` (arms its channel).
-  void add_stream(StreamSocket* stream, int fd, short events);
+  // What may change `socket`'s readiness for `events` (arms what it must).
+  void add_socket(ManagedSocket* socket, int fd, short events);
   // The real ppoll with the caller's sigmask. -1 and errno as ppoll's.
   int sleep(int64_t deadline, const sigset_t* mask);
 

@@ -1,0 +1,68 @@
+// ManagedSocket: the one narrow interface through which the entry points
+// (preload/) and the wait engine (wait/) use a socket the library serves
+// (DESIGN decision 6): a TCP connection that may be on an RC queue pair
+// (stream/StreamSocket) or a UDP socket whose datagrams may go over the
+// process's UD queue pair (dgram/DatagramSocket). Neither caller knows
+// which it has; what only one kind does (the TCP upgrade, SO_LINGER's
+// reset, sendfile) stays with that kind's own hooks.
+//
+// `fd` is always the caller's fd for the socket (a dup has another number
+// for the same socket). Every call may progress the socket's transport.
+// Results carry an errno (decision 7); only the entry point turns it into
+// -1 and errno.
+#pragma once
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+
+#include "core/result.hpp"
+
+namespace vsock::sock {
+
+class ManagedSocket {
+ public:
+  // Once true, every call on the fd goes straight to the kernel (the socket
+  // stays on, or went back to, the kernel path for good).
+  virtual bool kernel_only() const = 0;
+
+  // sendmsg(): the iovecs of `msg` (at most IOV_MAX, checked by the caller),
+  // its destination (msg_name: datagram sockets; a stream ignores it, as
+  // the kernel does on a connected TCP socket) and control data.
+  virtual core::Result<size_t> send_message(int fd, const msghdr& msg, int flags) = 0;
+  // recvmsg(): fills msg's iovecs, and, as the kernel's recvmsg does, its
+  // msg_name / msg_namelen (the source, or length 0 on a stream), control
+  // data and msg_flags (MSG_TRUNC, MSG_CTRUNC).
+  virtual core::Result<size_t> receive_message(int fd, msghdr& msg, int flags) = 0;
+  virtual core::Result<bool> shutdown(int fd, int how) = 0;
+  // ioctl(FIONREAD): a stream's readable bytes, a datagram socket's next
+  // datagram's size.
+  virtual core::Result<int> readable_bytes(int fd) = 0;
+  // getsockopt(SO_ERROR) when the library holds the error: true and *error
+  // (taken once, as the kernel's pending error). False: the kernel answers.
+  virtual bool take_so_error(int fd, int* error) = 0;
+
+  // poll()-style readiness for `events` (POLLIN, POLLOUT, POLLRDHUP;
+  // POLLHUP and POLLERR always), from every path the socket has.
+  virtual short poll_events(int fd, short events) = 0;
+  // Fills `out` (at most kMaxWakeFds) with what a sleeper must watch to
+  // learn that poll_events() may have changed, arming what must be armed.
+  // Returns the count; *slice_ms: how long to sleep at most before looking
+  // again (-1: no limit; readiness may change without any fd saying so).
+  static constexpr int kMaxWakeFds = 3;
+  virtual int wake_fds(int fd, short events, pollfd* out, int* slice_ms) = 0;
+  // Changes whenever something may have become newly ready: edge-triggered
+  // epoll reports a ready socket again after it changed.
+  virtual uint64_t activity() = 0;
+
+  // fcntl(F_SETFL) / ioctl(FIONBIO), or setsockopt(SO_RCVTIMEO /
+  // SO_SNDTIMEO), went through on an fd of the socket: cached copies are
+  // stale. Lock-free (may run in a signal handler).
+  virtual void file_flags_changed() = 0;
+  virtual void timeouts_changed() = 0;
+
+ protected:
+  ~ManagedSocket() = default;  // lifetime is each kind's own (counted)
+};
+
+}  // namespace vsock::sock
