@@ -19,6 +19,14 @@ namespace vsock::rdma {
 constexpr size_t kCmMaxConnectPrivateData = 56;
 constexpr size_t kCmMaxAcceptPrivateData = 196;  // IB CM REP
 constexpr size_t kCmMaxRejectPrivateData = 148;  // IB CM REJ
+// The same for SIDR (RDMA_PS_UDP): a SIDR REQ carries 216 bytes
+// (IB_CM_SIDR_REQ_PRIVATE_DATA_SIZE), of which rdma_cm takes the same
+// 36-byte header (cma_user_data_offset: struct cma_hdr), so 180 are the
+// requester's; the listener is told 180, zero-padded. A SIDR REP carries
+// 136 (IB_CM_SIDR_REP_PRIVATE_DATA_SIZE), all the answerer's, and the
+// requester is told 136, whether the reply accepts or refuses.
+constexpr size_t kCmMaxSidrRequestPrivateData = 180;
+constexpr size_t kCmMaxSidrReplyPrivateData = 136;
 
 // Private data as received. On IB/RoCE the receiver cannot tell how much the
 // sender wrote: the kernel reports the full size of the CM message field
@@ -28,6 +36,16 @@ struct CmPrivateData {
   static constexpr size_t kCapacity = 256;  // RDMA_MAX_PRIVATE_DATA in librdmacm
   uint8_t bytes[kCapacity] = {};
   size_t length = 0;
+};
+
+// The UD part of an event of an RDMA_PS_UDP id: a SIDR reply (ESTABLISHED
+// on the requesting id) or a multicast join (MULTICAST_JOIN) tells how to
+// send to the peer's QP or the group.
+struct CmUdParam {
+  bool has = false;      // the event carried one
+  ibv_ah_attr ah_attr{}; // for the device and port the id is bound to
+  uint32_t qpn = 0;      // the remote UD QP (0xFFFFFF for a multicast group)
+  uint32_t qkey = 0;
 };
 
 struct CmEvent {
@@ -43,6 +61,7 @@ struct CmEvent {
   // CONNECT_REQUEST only: the listening id the request came in on.
   rdma_cm_id* listen_id = nullptr;
   CmPrivateData private_data;
+  CmUdParam ud;
 };
 
 // "RDMA_CM_EVENT_ESTABLISHED" etc., for logs and test output.

@@ -42,11 +42,19 @@ CmEvent copy_event(const rdma_cm_event& event) {
   out.status = event.status;
   out.id = event.id;
   out.listen_id = event.listen_id;
-  // The union member in use follows the id's QP type: UD ids (RDMA_PS_UDP,
-  // later) carry param.ud, connected ones param.conn.
-  if (event.id != nullptr && event.id->qp_type == IBV_QPT_UD)
+  // The union member in use follows the id's QP type: UD ids (RDMA_PS_UDP)
+  // carry param.ud, connected ones param.conn (librdmacm fills param.conn
+  // for a REJECTED even on a UD id; both start with the same two fields,
+  // the private data pointer and length).
+  if (event.id != nullptr && event.id->qp_type == IBV_QPT_UD) {
     copy_private_data(event.param.ud.private_data, event.param.ud.private_data_len, &out.private_data);
-  else
+    if (event.event == RDMA_CM_EVENT_ESTABLISHED || event.event == RDMA_CM_EVENT_MULTICAST_JOIN) {
+      out.ud.has = true;
+      out.ud.ah_attr = event.param.ud.ah_attr;
+      out.ud.qpn = event.param.ud.qp_num;
+      out.ud.qkey = event.param.ud.qkey;
+    }
+  } else
     copy_private_data(event.param.conn.private_data, event.param.conn.private_data_len, &out.private_data);
   return out;
 }

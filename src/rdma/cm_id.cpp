@@ -17,6 +17,15 @@ core::Result<CmId> CmId::create_tcp(CmEventChannel& channel) {
   return R::ok(CmId(id));
 }
 
+core::Result<CmId> CmId::create_udp(CmEventChannel& channel) {
+  using R = core::Result<CmId>;
+  if (!channel.valid()) return R::fail(report_error(EINVAL, "CmId::create_udp: no event channel"));
+  rdma_cm_id* id = nullptr;
+  if (rdma_create_id(channel.get(), &id, nullptr, RDMA_PS_UDP) != 0)
+    return R::fail(report_error(errno, "rdma_create_id(RDMA_PS_UDP)"));
+  return R::ok(CmId(id));
+}
+
 CmId::~CmId() { reset(); }
 
 void CmId::reset() {

@@ -21,6 +21,10 @@ class CmId {
  public:
   // A new id on `channel` in RDMA_PS_TCP (reliable connected QPs).
   static core::Result<CmId> create_tcp(CmEventChannel& channel);
+  // A new id on `channel` in RDMA_PS_UDP (UD QPs): SIDR, the service ID
+  // resolution that tells a requester a listener's UD QPN and qkey
+  // (CmUdpListener, CmUdpResolver), and multicast joins.
+  static core::Result<CmId> create_udp(CmEventChannel& channel);
   // Takes ownership of an id rdma_cm made (the id of a CONNECT_REQUEST).
   static CmId adopt(rdma_cm_id* id) { return CmId(id); }
 

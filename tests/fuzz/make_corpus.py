@@ -22,6 +22,32 @@ def ip6(text):
     return socket.inet_pton(socket.AF_INET6, text)
 
 
+def ipv4_checksum(header):
+    total = sum(struct.unpack(">10H", header[:10] + b"\0\0" + header[12:]))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def grh_ipv4(source, destination, tos=0, ttl=64, reserved=bytes(20), checksum=None):
+    # The RoCE v2 IPv4 form of a UD receive's 40-byte GRH slot: 20 bytes rxe
+    # zeroes, then the IPv4 header (version/IHL 0x45, UDP).
+    header = bytearray(struct.pack(">BBHHHBBH4s4s", 0x45, tos, 84, 0, 0x4000, ttl, 17, 0,
+                                   socket.inet_pton(socket.AF_INET, source),
+                                   socket.inet_pton(socket.AF_INET, destination)))
+    header[10:12] = struct.pack(">H", ipv4_checksum(bytes(header)) if checksum is None else checksum)
+    return reserved + bytes(header)
+
+
+def mapped_gid(text):
+    return bytes(10) + b"\xff\xff" + socket.inet_pton(socket.AF_INET, text)
+
+
+def grh_ipv6(sgid, dgid, tclass=0, flow=0, next_header=0x1B, hop=64):
+    # The IPv6 form: an InfiniBand GRH, or a RoCE v2 IPv6 header.
+    return struct.pack(">IHBB", (6 << 28) | (tclass << 20) | flow, 64, next_header, hop) + sgid + dgid
+
+
 def request(family, cport, sport, cip, sip, nonce, flags=0, reserved=0):
     # magic, version, family, flags, client port, server port, IPs, nonce, reserved
     return (b"VSK1" + struct.pack(">BBHHH", 1, family, flags, cport, sport) + cip + sip +
@@ -189,6 +215,16 @@ SEEDS = {
         "revoke_one": datagram(REVOKE, 5000, 53, 0, 0x10, 0x20),
         "unreach_with_payload": datagram(UNREACH, 53, 5000, 1, 0x20, 0x10, total=4),
         "revert_magic": b"VSKR" + datagram(DATA, 5000, 53, 1, 0x10, 0x20, total=8)[4:],
+    },
+    "fuzz_grh": {
+        "roce_v2_ipv4": grh_ipv4("192.168.77.1", "192.168.77.2", tos=0xB8, ttl=63),
+        "roce_v2_ipv4_multicast": grh_ipv4("192.168.77.1", "239.1.2.3", ttl=1),
+        "ipv4_bad_checksum": grh_ipv4("10.0.0.1", "10.0.0.2", checksum=0x1234),
+        "ipv4_version6_reserved": grh_ipv4("10.0.0.1", "10.0.0.2", reserved=b"\x60" + bytes(19)),
+        "ib_grh_mapped": grh_ipv6(mapped_gid("192.168.77.1"), mapped_gid("192.168.77.2"), tclass=0x2C, flow=0xABCDE),
+        "roce_v2_ipv6": grh_ipv6(ip6("fe80::1:2ff:fe03:405"), ip6("2001:db8::7"), next_header=17, hop=255),
+        "short": grh_ipv4("1.2.3.4", "5.6.7.8")[:39],
+        "neither": bytes(40),
     },
     "fuzz_reassembler": {
         # Three fragments out of order, then a late copy of one.

@@ -24,7 +24,7 @@ target=$here/$name.cpp
 [ -f "$target" ] || { echo "run_fuzzer: no $target" >&2; exit 2; }
 # The pure sources a target may use. Each must depend only on core/result.hpp,
 # the wire/ headers and the ring arithmetic (no verbs, no logging).
-lib_sources=("$src"/src/sock/wire/*.cpp "$src/src/rdma/ring_index.cpp" "$src/src/rdma/remote_ring.cpp"
+lib_sources=("$src"/src/sock/wire/*.cpp "$src/src/rdma/ring_index.cpp" "$src/src/rdma/remote_ring.cpp" "$src/src/rdma/grh.cpp"
              "$src/src/sock/stream/stream_immediate.cpp" "$src/src/sock/stream/stream_credit.cpp"
              "$src/src/sock/stream/switch_reader.cpp" "$src/src/sock/upgrade/upgrade_matcher.cpp"
              "$src/src/sock/dgram/fragmenter.cpp" "$src/src/sock/dgram/reassembler.cpp")
