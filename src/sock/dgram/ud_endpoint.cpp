@@ -1,0 +1,204 @@
+#include "sock/dgram/ud_endpoint.hpp"
+
+#include <cerrno>
+#include <cstring>
+
+
+namespace vsock::sock::dgram {
+namespace {
+
+size_t mtu_bytes_of(ibv_mtu mtu) { return size_t{128} << static_cast<int>(mtu); }
+
+constexpr int kPollBatch = 16;
+
+}  // namespace
+
+core::Result<std::unique_ptr<UdEndpoint>> UdEndpoint::create(const rdma::Device& device,
+                                                             const UdEndpointConfig& config) {
+  using R = core::Result<std::unique_ptr<UdEndpoint>>;
+  if (config.receive_depth == 0 || config.send_slots == 0 || config.repost_batch == 0 || config.signal_every == 0 ||
+      config.signal_every > config.send_slots)
+    return R::fail(EINVAL);
+  std::unique_ptr<UdEndpoint> endpoint(new UdEndpoint());
+  UdEndpoint& e = *endpoint;
+  e.config_ = config;
+  e.port_ = device.port();
+  e.mtu_bytes_ = mtu_bytes_of(device.active_mtu());
+  e.receive_stride_ = rdma::kGrhSize + e.mtu_bytes_;
+
+  auto pd = rdma::ProtectionDomain::create(device);
+  if (!pd) return R::fail(pd.error());
+  e.pd_ = std::move(pd.value());
+  auto send_cq = rdma::CompletionQueue::create(device, static_cast<int>(config.send_slots), false);
+  if (!send_cq) return R::fail(send_cq.error());
+  e.send_cq_ = std::move(send_cq.value());
+  auto receive_cq = rdma::CompletionQueue::create(device, static_cast<int>(config.receive_depth), true);
+  if (!receive_cq) return R::fail(receive_cq.error());
+  e.receive_cq_ = std::move(receive_cq.value());
+
+  rdma::UdQpConfig qp_config;
+  qp_config.max_send_wr = config.send_slots;
+  qp_config.max_recv_wr = config.receive_depth;
+  auto qp = rdma::UdQueuePair::create(device, e.pd_, e.send_cq_, e.receive_cq_, qp_config);
+  if (!qp) return R::fail(qp.error());
+  e.qp_ = std::move(qp.value());
+
+  // Local access only: nothing of a UD endpoint is remotely writable.
+  auto receive_pool = rdma::MemoryRegion::allocate(e.pd_, e.receive_stride_ * config.receive_depth,
+                                                   IBV_ACCESS_LOCAL_WRITE);
+  if (!receive_pool) return R::fail(receive_pool.error());
+  e.receive_pool_ = std::move(receive_pool.value());
+  auto send_pool = rdma::MemoryRegion::allocate(e.pd_, e.mtu_bytes_ * config.send_slots, 0);
+  if (!send_pool) return R::fail(send_pool.error());
+  e.send_pool_ = std::move(send_pool.value());
+
+  std::vector<uint32_t> all(config.receive_depth);
+  for (uint32_t i = 0; i < config.receive_depth; ++i) all[i] = i;
+  rdma::Status posted = e.post_receives(all.data(), all.size());
+  if (!posted) return R::fail(posted.error());
+  e.repost_.reserve(config.repost_batch);
+  return R::ok(std::move(endpoint));
+}
+
+UdEndpoint::~UdEndpoint() = default;
+
+rdma::Status UdEndpoint::post_receives(const uint32_t* indexes, size_t count) {
+  // One chain per call: one doorbell for the batch.
+  ibv_sge sges[64];
+  ibv_recv_wr wrs[64];
+  while (count > 0) {
+    size_t n = count < 64 ? count : 64;
+    for (size_t i = 0; i < n; ++i) {
+      sges[i] = ibv_sge{reinterpret_cast<uintptr_t>(receive_buffer(indexes[i])),
+                        static_cast<uint32_t>(receive_stride_), receive_pool_.lkey()};
+      wrs[i] = ibv_recv_wr{};
+      wrs[i].wr_id = indexes[i];
+      wrs[i].sg_list = &sges[i];
+      wrs[i].num_sge = 1;
+      wrs[i].next = i + 1 < n ? &wrs[i + 1] : nullptr;
+    }
+    rdma::Status posted = qp_.post_recv(wrs);
+    if (!posted) return posted;
+    indexes += n;
+    count -= n;
+  }
+  return rdma::ok_status();
+}
+
+void UdEndpoint::reap_sends() {
+  ibv_wc wc[kPollBatch];
+  core::Result<int> got = send_cq_.poll(wc, kPollBatch);
+  if (!got) return;
+  for (int i = 0; i < got.value(); ++i) {
+    if (wc[i].status != IBV_WC_SUCCESS) ++counters_.send_errors;
+    // In order: this send's completion frees its slot and every one before.
+    if (wc[i].wr_id + 1 > completed_sends_) completed_sends_ = wc[i].wr_id + 1;
+  }
+}
+
+rdma::Status UdEndpoint::send(ibv_ah* ah, uint32_t qpn, const wire::DatagramHeader& header, const iovec* iov,
+                              int count) {
+  const size_t payload = header.payload_length;
+  if (payload > max_payload()) return rdma::Status::fail(EMSGSIZE);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (posted_sends_ - completed_sends_ >= config_.send_slots) reap_sends();
+  if (posted_sends_ - completed_sends_ >= config_.send_slots) {
+    ++counters_.slots_exhausted;
+    return rdma::Status::fail(EAGAIN);
+  }
+  const uint64_t number = posted_sends_;
+  uint8_t* slot = send_pool_.data() + (number % config_.send_slots) * mtu_bytes_;
+  wire::encode(header, slot);
+  size_t copied = 0;
+  for (int i = 0; i < count && copied < payload; ++i) {
+    size_t piece = iov[i].iov_len < payload - copied ? iov[i].iov_len : payload - copied;
+    if (piece > 0) std::memcpy(slot + wire::kDatagramHeaderSize + copied, iov[i].iov_base, piece);
+    copied += piece;
+  }
+  if (copied < payload) return rdma::Status::fail(EMSGSIZE);
+  const uint32_t length = static_cast<uint32_t>(wire::kDatagramHeaderSize + payload);
+
+  ibv_sge sge{reinterpret_cast<uintptr_t>(slot), length, send_pool_.lkey()};
+  ibv_send_wr wr{};
+  wr.wr_id = number;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  // A completion every few sends frees the slots before it; the last slot
+  // of the pool always asks, so a full pool always has one coming.
+  const bool signal = (number + 1) % config_.signal_every == 0 || (number + 1) % config_.send_slots == 0;
+  wr.send_flags = (signal ? IBV_SEND_SIGNALED : 0) | (length <= qp_.max_inline_data() ? IBV_SEND_INLINE : 0);
+  wr.wr.ud.ah = ah;
+  wr.wr.ud.remote_qpn = qpn;
+  wr.wr.ud.remote_qkey = qp_.qkey();
+  rdma::Status posted = qp_.post_send(&wr);
+  if (!posted) return posted;
+  ++posted_sends_;
+  ++counters_.sent;
+  return rdma::ok_status();
+}
+
+int UdEndpoint::poll(ArrivalHandler handler, void* context, int max) {
+  std::lock_guard<std::mutex> lock(mu_);
+  int taken = 0;
+  while (taken < max) {
+    ibv_wc wc[kPollBatch];
+    int want = max - taken < kPollBatch ? max - taken : kPollBatch;
+    core::Result<int> got = receive_cq_.poll(wc, want);
+    if (!got || got.value() == 0) break;
+    for (int i = 0; i < got.value(); ++i) {
+      const uint32_t index = static_cast<uint32_t>(wc[i].wr_id);
+      if (index >= config_.receive_depth) continue;  // not ours: never happens
+      if (wc[i].status == IBV_WC_WR_FLUSH_ERR) continue;  // the QP is going away
+      repost_.push_back(index);
+      if (wc[i].status != IBV_WC_SUCCESS) {
+        ++counters_.receive_errors;
+        continue;
+      }
+      const uint8_t* buffer = receive_buffer(index);
+      UdArrival arrival;
+      core::Result<rdma::GrhInfo> grh = rdma::parse_grh(buffer, rdma::kGrhSize);
+      core::Result<wire::DatagramHeader> header =
+          wc[i].byte_len >= rdma::kGrhSize && wc[i].byte_len <= receive_stride_
+              ? wire::parse_datagram_header(buffer + rdma::kGrhSize, wc[i].byte_len - rdma::kGrhSize)
+              : core::Result<wire::DatagramHeader>::fail(EPROTO);
+      if (!grh || !header || !(wc[i].wc_flags & IBV_WC_GRH)) {
+        ++counters_.malformed;
+        continue;
+      }
+      arrival.header = header.value();
+      arrival.payload = buffer + rdma::kGrhSize + wire::kDatagramHeaderSize;
+      arrival.grh = grh.value();
+      arrival.source_qpn = wc[i].src_qp;
+      arrival.completion = &wc[i];
+      arrival.grh_slot = reinterpret_cast<const ibv_grh*>(buffer);
+      ++counters_.received;
+      handler(context, arrival);
+    }
+    taken += got.value();
+    if (repost_.size() >= config_.repost_batch) {
+      if (post_receives(repost_.data(), repost_.size())) repost_.clear();
+    }
+  }
+  // Nothing more came: what was handled goes back now, so that a quiet
+  // endpoint never sits with buffers off the queue.
+  if (!repost_.empty() && post_receives(repost_.data(), repost_.size())) repost_.clear();
+  return taken;
+}
+
+rdma::Status UdEndpoint::arm() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return receive_cq_.arm();
+}
+
+void UdEndpoint::take_event() {
+  std::lock_guard<std::mutex> lock(mu_);
+  receive_cq_.take_event();
+}
+
+UdEndpointCounters UdEndpoint::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return counters_;
+}
+
+}  // namespace vsock::sock::dgram

@@ -1,0 +1,131 @@
+// UdEndpoint: the process's one UD queue pair on a device (DESIGN decision
+// 5), with its registered buffers: what every datagram socket of the
+// process sends and receives through. It knows messages (a DatagramHeader
+// and its payload), not sockets: which socket a message is for is the
+// demultiplexer's job, where to send one is the path cache's.
+//
+// Receive: a pool of `receive_depth` buffers, each the GRH slot (40 bytes)
+// plus the path MTU, all posted at creation. poll() parses each arrival's
+// GRH and header; a malformed one is dropped and counted (never read past
+// its length), a good one is handed to the caller's handler, which must
+// copy what it keeps: the buffer is posted again right after, in batches
+// of `repost_batch` (one doorbell per batch).
+//
+// Send: `send_slots` registered slots of one MTU each, used in turn. The
+// header and payload are copied into the next slot (inline when they fit
+// the QP's inline size) and posted; every `signal_every`-th send asks for
+// a completion, which frees every slot up to it (a UD QP completes its
+// sends in order). With every slot in flight, send() reaps completions
+// once and otherwise fails with EAGAIN: the caller sends that datagram
+// through the kernel. Nothing above the MTU is ever posted (rxe drops it
+// without a word): EMSGSIZE.
+//
+// Threads: every call takes the endpoint's mutex (held for a post or one
+// poll, never across a sleep).
+#pragma once
+#include <infiniband/verbs.h>
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/result.hpp"
+#include "rdma/completion_queue.hpp"
+#include "rdma/device.hpp"
+#include "rdma/grh.hpp"
+#include "rdma/memory_region.hpp"
+#include "rdma/protection_domain.hpp"
+#include "rdma/status.hpp"
+#include "rdma/ud_queue_pair.hpp"
+#include "sock/wire/datagram_header.hpp"
+
+namespace vsock::sock::dgram {
+
+struct UdEndpointConfig {
+  uint32_t receive_depth = 256;
+  uint32_t repost_batch = 16;
+  uint32_t send_slots = 128;
+  uint32_t signal_every = 16;
+};
+
+// One message as poll() hands it out: valid only inside the handler.
+struct UdArrival {
+  wire::DatagramHeader header;
+  const uint8_t* payload = nullptr;  // header.payload_length bytes
+  rdma::GrhInfo grh;                 // the sender's address, TTL, TOS
+  uint32_t source_qpn = 0;
+  const ibv_wc* completion = nullptr;  // for the reverse path's address handle
+  const ibv_grh* grh_slot = nullptr;
+};
+
+struct UdEndpointCounters {
+  uint64_t sent = 0;
+  uint64_t received = 0;
+  uint64_t malformed = 0;      // a GRH or header that did not parse: dropped
+  uint64_t receive_errors = 0; // a receive completion with an error status
+  uint64_t send_errors = 0;
+  uint64_t slots_exhausted = 0;  // send() found every slot in flight: EAGAIN
+};
+
+class UdEndpoint {
+ public:
+  using ArrivalHandler = void (*)(void* context, const UdArrival& arrival);
+
+  static core::Result<std::unique_ptr<UdEndpoint>> create(const rdma::Device& device, const UdEndpointConfig& config);
+  ~UdEndpoint();
+  UdEndpoint(const UdEndpoint&) = delete;
+  UdEndpoint& operator=(const UdEndpoint&) = delete;
+
+  uint32_t qpn() const { return qp_.qpn(); }
+  uint32_t qkey() const { return qp_.qkey(); }
+  uint8_t port() const { return port_; }
+  const rdma::ProtectionDomain& pd() const { return pd_; }
+  // The most a message may carry after its header (path MTU minus header).
+  size_t max_payload() const { return mtu_bytes_ - wire::kDatagramHeaderSize; }
+  // Readable after arm() once a message came (DESIGN decision 6's sleep).
+  int completion_fd() const { return receive_cq_.channel_fd(); }
+
+  // Sends `header` and its payload (header.payload_length bytes gathered
+  // from iov) to QP `qpn` through `ah`. EMSGSIZE above max_payload() or
+  // when the iovecs hold less than payload_length; EAGAIN when every slot
+  // is in flight; a verbs error else.
+  rdma::Status send(ibv_ah* ah, uint32_t qpn, const wire::DatagramHeader& header, const iovec* iov, int count);
+
+  // Takes up to `max` arrivals, hands each good one to handler(context, ·)
+  // and posts the buffers again. Returns how many completions it took (0:
+  // nothing came).
+  int poll(ArrivalHandler handler, void* context, int max);
+  // The wait contract of CompletionQueue: arm(), poll() once more, sleep
+  // on completion_fd(), take_event().
+  rdma::Status arm();
+  void take_event();
+
+  UdEndpointCounters counters() const;
+
+ private:
+  UdEndpoint() = default;
+  rdma::Status post_receives(const uint32_t* indexes, size_t count);
+  void reap_sends();
+  uint8_t* receive_buffer(uint32_t index) const { return receive_pool_.data() + size_t{index} * receive_stride_; }
+
+  mutable std::mutex mu_;
+  uint8_t port_ = 0;
+  size_t mtu_bytes_ = 0;
+  size_t receive_stride_ = 0;
+  UdEndpointConfig config_;
+  rdma::ProtectionDomain pd_;
+  rdma::CompletionQueue send_cq_;
+  rdma::CompletionQueue receive_cq_;
+  rdma::UdQueuePair qp_;
+  rdma::MemoryRegion receive_pool_;
+  rdma::MemoryRegion send_pool_;
+  std::vector<uint32_t> repost_;  // buffers handled, not yet posted again
+  uint64_t posted_sends_ = 0;     // sends posted so far; slot = count % send_slots
+  uint64_t completed_sends_ = 0;  // sends known complete (their slots are free)
+  UdEndpointCounters counters_;
+};
+
+}  // namespace vsock::sock::dgram
