@@ -42,6 +42,7 @@ void Engine::untrack(StreamSocket* stream) {
 // --------------------------------------------------------- the thread --
 
 void Engine::dispatch(const rdma::CmEvent& event) {
+  if (datagrams_.dispatch(event)) return;
   for (auto& [key, listener] : listeners_) {
     for (const std::unique_ptr<EarlyUpgrade>& early : listener->early) {
       if (!early->answered.connection.owns(event)) continue;
@@ -70,6 +71,7 @@ void Engine::dispatch(const rdma::CmEvent& event) {
 void Engine::check_timers() {
   const int64_t now = core::monotonic_ms();
   retry_adoptions();
+  datagrams_.check_deadlines();
   close_lingering(0);
   claim_unused();
   for (auto& [key, listener] : listeners_) {
@@ -174,6 +176,8 @@ int Engine::next_timeout_ms() {
     if (!listener->requests.empty() && listener->board && listener->board->shared())
       soonest = std::min<int64_t>(soonest, now + kBoardPollMs);
   if (!adoptions_.empty()) soonest = std::min<int64_t>(soonest, now + kAdoptPollMs);
+  if (int resolving = datagrams_.next_timeout_ms(); resolving >= 0)
+    soonest = std::min<int64_t>(soonest, now + resolving);
   for (const Unclaimed& entry : unclaimed_) soonest = std::min(soonest, entry.since_ms + kClaimWindowMs);
   for (const Tracked& tracked : tracked_) {
     if (tracked.deadline_ms != 0) soonest = std::min(soonest, tracked.deadline_ms);

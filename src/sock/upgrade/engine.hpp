@@ -6,6 +6,7 @@
 //   engine_listeners.cpp  listeners and the sockets accept() returns from them
 //   engine_requests.cpp   requests that arrive, their answers, early upgrades
 //   engine_claims.cpp     shared listeners: claims, the rendezvous listener, adoption
+//   engine_datagrams.cpp  UDP: its resolutions and listeners (DatagramResolution)
 #pragma once
 #include "sock/upgrade/upgrade_engine.hpp"
 
@@ -170,7 +171,8 @@ class Engine final : public UpgradeEngine {
         after_data_peers_(kPeerCacheCapacity, uint64_t{settings_.peer_fail_cache_s} * 1000),
         // Keys name listeners across processes: a child's listen key is not
         // its parent's (the child inherits the parent's keys in its sockets).
-        next_key_((uint64_t{static_cast<uint32_t>(::getpid())} << 32) | 1) {}
+        next_key_((uint64_t{static_cast<uint32_t>(::getpid())} << 32) | 1),
+        datagrams_(channel_, static_cast<int>(settings_.upgrade_timeout_ms)) {}
 
   void run();
 
@@ -185,6 +187,10 @@ class Engine final : public UpgradeEngine {
   void claim(int fd, StreamSocket* stream) override;
   void on_accepted_shared(int fd, StreamSocket* stream) override;
   void on_closed(StreamSocket* stream, bool drain) override;
+  void set_datagram_sink(const DatagramPathSink& sink) override;
+  bool listen_datagrams(const sockaddr* address, uint32_t qpn, uint64_t cookie) override;
+  void stop_listening_datagrams(uint64_t cookie) override;
+  bool resolve_datagram_path(const sockaddr* destination, socklen_t length) override;
   // Makes the thread look at its timers and sockets now.
   void wake();
   // In a child of fork(): drops the child's copies of the engine's fds. The
@@ -294,6 +300,7 @@ class Engine final : public UpgradeEngine {
   void claim_unused();
   std::vector<Tracked> tracked_;
   std::vector<Closing> closing_;
+  DatagramResolution datagrams_;
 };
 
 }  // namespace vsock::sock::side_band

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "sock/socket_state.hpp"
+#include "sock/upgrade/datagram_resolution.hpp"
 #include "sock/upgrade/rendezvous_board.hpp"
 #include "sock/stream/stream_socket.hpp"
 
@@ -73,6 +74,17 @@ class UpgradeEngine {
   // The last fd of `stream` was closed; StreamSocket::on_last_close() said
   // whether there is a close to finish (`drain`).
   virtual void on_closed(StreamSocket* stream, bool drain) = 0;
+
+  // --- UDP over UD: resolution (DatagramResolution says how) ---
+  // Where resolutions' outcomes go (the process's datagram hub).
+  virtual void set_datagram_sink(const DatagramPathSink& sink) = 0;
+  // A datagram socket bound to `address` (explicit port) answers SIDR
+  // requests there with `qpn` and `cookie`. False if it cannot.
+  virtual bool listen_datagrams(const sockaddr* address, uint32_t qpn, uint64_t cookie) = 0;
+  virtual void stop_listening_datagrams(uint64_t cookie) = 0;
+  // Resolves `destination` off the caller's thread (the sink hears how it
+  // ended). False if it could not start.
+  virtual bool resolve_datagram_path(const sockaddr* destination, socklen_t length) = 0;
 };
 
 }  // namespace vsock::sock

@@ -19,6 +19,9 @@ inline constexpr uint32_t kRejectMagic = 0x56534B4A;
 // "VSKD": the header of every UD message (docs/protocol.md section 6):
 // datagrams, their fragments and the UNREACH/REVOKE control messages.
 inline constexpr uint32_t kDatagramMagic = 0x56534B44;
+// "VSKU": the private data of a UDP resolution (SIDR request and answer,
+// docs/protocol.md section 6.1).
+inline constexpr uint32_t kResolveMagic = 0x56534B55;
 // The only version this code speaks. A peer of another version is refused
 // (and stays on TCP) rather than half-understood.
 inline constexpr uint8_t kProtocolVersion = 1;
