@@ -7,6 +7,7 @@
 #include "core/result.hpp"
 
 #include "sock/offload_policy.hpp"
+#include "sock/dgram/datagram_hooks.hpp"
 #include "sock/registry.hpp"
 #include "sock/socket_route.hpp"
 #include "sock/stream/stream_hooks.hpp"
@@ -34,7 +35,10 @@ using sys::real;
 inline sock::SocketRef track_new_socket(int fd, int domain, int type, int protocol, sock::SocketRole role) {
   ErrnoKeeper keep;
   sock::SocketRef state = sock::register_socket(fd, domain, type, protocol, role);
-  if (state) sock::choose_initial_path(state.get());
+  if (state) {
+    sock::choose_initial_path(state.get());
+    sock::dgram::on_datagram_created(state.get());
+  }
   return state;
 }
 

@@ -19,10 +19,14 @@ using vsock::preload::real;
 // so the child copies none of them half-changed.
 VSOCK_EXPORT pid_t fork(void) {
   sock::HandoffHold hold;
-  if (!sys::in_library()) sock::hand_off_all_streams(&hold);
+  if (!sys::in_library()) {
+    sock::hand_off_all_streams(&hold);
+    sock::dgram::leave_all_datagram_sockets();
+  }
   pid_t pid = real().fork();
   int saved = errno;
   hold.release(pid == 0);
+  if (pid == 0 && !sys::in_library()) sock::dgram::abandon_datagram_sockets_in_child();
   if (pid > 0) core::stat_add(core::Stat::forks);
   errno = saved;
   return pid;
@@ -34,6 +38,7 @@ VSOCK_EXPORT int daemon(int nochdir, int noclose) {
   if (!sys::in_library()) {
     sock::HandoffHold hold;
     sock::hand_off_all_streams(&hold);
+    sock::dgram::leave_all_datagram_sockets();
   }
   int rc = real().daemon(nochdir, noclose);
   if (rc == 0) {
@@ -56,6 +61,7 @@ extern "C" void* vsock_real_vfork_address(void) {
     sock::HandoffHold hold;
     sock::hand_off_all_streams(&hold);
     hold.release(false);
+    sock::dgram::leave_all_datagram_sockets();
     errno = saved;
   }
   return reinterpret_cast<void*>(real().vfork);

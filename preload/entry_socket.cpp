@@ -25,7 +25,14 @@ VSOCK_EXPORT int socketpair(int domain, int type, int protocol, int fds[2]) {
   return rc;
 }
 
-VSOCK_EXPORT int bind(int fd, const sockaddr* addr, socklen_t len) { return real().bind(fd, addr, len); }
+VSOCK_EXPORT int bind(int fd, const sockaddr* addr, socklen_t len) {
+  int rc = real().bind(fd, addr, len);
+  if (rc == 0 && !sys::in_library()) {
+    ErrnoKeeper keep;
+    if (sock::SocketRef s = sock::lookup_socket(fd)) sock::dgram::on_datagram_bound(fd, s.get());
+  }
+  return rc;
+}
 
 VSOCK_EXPORT int listen(int fd, int backlog) {
   int rc = real().listen(fd, backlog);
@@ -72,6 +79,7 @@ VSOCK_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
       // Only a blocking connect that has completed may wait for the upgrade.
       bool may_wait = rc == 0 && (real().fcntl(fd, F_GETFL, nullptr) & O_NONBLOCK) == 0;
       sock::on_connected(fd, s.get(), addr, len, may_wait);
+      sock::dgram::on_datagram_connected(fd, s.get(), addr, len);
     }
   }
   return rc;
@@ -109,12 +117,17 @@ VSOCK_EXPORT int getsockopt(int fd, int level, int name, void* value, socklen_t*
 
 VSOCK_EXPORT int setsockopt(int fd, int level, int name, const void* value, socklen_t len) {
   int rc = real().setsockopt(fd, level, name, value, len);
-  if (rc == 0 && !sys::in_library() && sock::is_unsupported_option(level, name)) {
-    ErrnoKeeper keep;
-    if (sock::SocketRef s = sock::lookup_socket(fd)) sock::on_unsupported_option(s.get(), level, name);
-  } else if (rc == 0 && !sys::in_library() && sock::is_stream_option(level, name)) {
-    if (sock::SocketRef s = sock::lookup_socket(fd)) sock::on_option_set(s.get(), level, name, value, len);
-  }
+  if (rc != 0 || sys::in_library()) return rc;
+  const bool stream_unsupported = sock::is_unsupported_option(level, name);
+  const bool datagram_unsupported = sock::dgram::is_datagram_unsupported_option(level, name);
+  const bool copied = sock::is_stream_option(level, name);
+  if (!stream_unsupported && !datagram_unsupported && !copied) return rc;
+  ErrnoKeeper keep;
+  sock::SocketRef s = sock::lookup_socket(fd);
+  if (!s) return rc;
+  if (datagram_unsupported) sock::dgram::on_datagram_option(s.get(), level, name);
+  if (stream_unsupported) sock::on_unsupported_option(s.get(), level, name);
+  if (copied) sock::on_option_set(s.get(), level, name, value, len);
   return rc;
 }
 

@@ -82,6 +82,30 @@ struct vsock_stats {
   /* Server: accepted connections that stay on TCP because no upgrade
    * request came for them in time (the client runs no libvsock). */
   uint64_t fallback_no_request;
+  /* UDP over UD (DESIGN decision 5), counted on datagram sockets the
+   * library serves: datagrams and their bytes sent and received over the
+   * process's UD queue pair, and those that went through the kernel. */
+  uint64_t udp_ud_sends;
+  uint64_t udp_ud_receives;
+  uint64_t udp_ud_bytes_sent;
+  uint64_t udp_ud_bytes_received;
+  uint64_t udp_kernel_sends;
+  uint64_t udp_kernel_receives;
+  /* Destinations resolved to a libvsock socket (SIDR), and those that
+   * were not (no libvsock there, no route, timeout): their datagrams stay
+   * on the kernel for peer_fail_cache_s. */
+  uint64_t udp_resolutions;
+  uint64_t udp_resolution_failures;
+  /* Datagrams that came over UD and were dropped: the socket's receive
+   * budget (SO_RCVBUF) was full; the header or GRH did not parse; no
+   * socket of this process has that cookie (answered with a REVOKE). */
+  uint64_t udp_drops_budget;
+  uint64_t udp_drops_malformed;
+  uint64_t udp_drops_unknown_socket;
+  /* REVOKE messages sent (a datagram for a socket that is gone) and
+   * received (a peer's socket is gone: its path is forgotten). */
+  uint64_t udp_revokes_sent;
+  uint64_t udp_revokes_received;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

@@ -49,7 +49,20 @@ namespace vsock::core {
   X(rendezvous_claims)         \
   X(upgrade_requests_forged)   \
   X(stream_violations)         \
-  X(fallback_no_request)
+  X(fallback_no_request)       \
+  X(udp_ud_sends)              \
+  X(udp_ud_receives)           \
+  X(udp_ud_bytes_sent)         \
+  X(udp_ud_bytes_received)     \
+  X(udp_kernel_sends)          \
+  X(udp_kernel_receives)       \
+  X(udp_resolutions)           \
+  X(udp_resolution_failures)   \
+  X(udp_drops_budget)          \
+  X(udp_drops_malformed)       \
+  X(udp_drops_unknown_socket)  \
+  X(udp_revokes_sent)          \
+  X(udp_revokes_received)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

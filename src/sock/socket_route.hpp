@@ -3,6 +3,7 @@
 // the entry points and the wait engine name only the interface.
 #pragma once
 #include "sock/managed_socket.hpp"
+#include "sock/dgram/datagram_socket.hpp"
 #include "sock/registry.hpp"
 #include "sock/stream/stream_socket.hpp"
 
@@ -14,6 +15,8 @@ inline ManagedSocket* managed_socket(const SocketRef& ref) {
   if (!ref) return nullptr;
   if (StreamSocket* stream = ref->stream.load(std::memory_order_acquire))
     return stream->kernel_only() ? nullptr : stream;
+  if (dgram::DatagramSocket* datagram = ref->datagram.load(std::memory_order_acquire))
+    return datagram->kernel_only() ? nullptr : datagram;
   return nullptr;
 }
 

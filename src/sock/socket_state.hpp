@@ -12,6 +12,9 @@
 namespace vsock::sock {
 
 class StreamSocket;
+namespace dgram {
+class DatagramSocket;
+}
 
 enum class SocketRole : uint8_t { kUnknown, kClient, kListener, kAccepted };
 
@@ -28,6 +31,9 @@ struct SocketState {
   std::atomic<KernelReason> kernel_reason{KernelReason::kUndecided};
   // A TCP connection that may be (or is) upgraded; owns one reference.
   std::atomic<StreamSocket*> stream{nullptr};
+  // A UDP socket the library serves (its datagrams may go over UD); owns
+  // one reference.
+  std::atomic<dgram::DatagramSocket*> datagram{nullptr};
   // A TCP listener that also listens in rdma_cm: its UpgradeEngine key.
   std::atomic<uint64_t> listen_key{0};
 

@@ -140,6 +140,9 @@ rdma::Status UdEndpoint::send(ibv_ah* ah, uint32_t qpn, const wire::DatagramHead
 
 int UdEndpoint::poll(ArrivalHandler handler, void* context, int max) {
   std::lock_guard<std::mutex> lock(mu_);
+  // A sleeper woke on completion_fd(): its event is consumed here (no
+  // system call unless the CQ was armed since the channel was last empty).
+  receive_cq_.drain_events();
   int taken = 0;
   while (taken < max) {
     ibv_wc wc[kPollBatch];

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "core/clock.hpp"
+#include "sock/dgram/datagram_hooks.hpp"
 #include "sock/registry.hpp"
 #include "sock/stream/stream_socket.hpp"
 #include "sock/upgrade/listener_boards.hpp"
@@ -99,6 +100,7 @@ void hand_off_passed_fds(const void* control, unsigned long control_length) {
       int fd;
       std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
       hand_off_stream_fd(fd);
+      dgram::leave_datagram_fd(fd);
     }
   }
 }

@@ -47,7 +47,8 @@ inline constexpr int kHandoffFlushMs = 1000;  // for bytes a crossing Revert gav
 void hand_off_all_streams(HandoffHold* hold);
 // The stream of one fd, if it has one (SCM_RIGHTS).
 void hand_off_stream_fd(int fd);
-// Every fd an SCM_RIGHTS message in `control` passes.
+// Every fd an SCM_RIGHTS message in `control` passes: its stream goes back
+// to TCP, its datagram socket leaves UD.
 void hand_off_passed_fds(const void* control, unsigned long control_length);
 
 }  // namespace vsock::sock

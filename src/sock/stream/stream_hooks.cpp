@@ -1,3 +1,5 @@
+#include "sock/dgram/datagram_hooks.hpp"
+#include "sock/dgram/datagram_socket.hpp"
 #include "sock/stream/stream_hooks.hpp"
 
 #include <errno.h>
@@ -150,6 +152,8 @@ bool is_stream_option(int level, int name) {
 
 void on_file_flags_set(SocketState* state) {
   if (StreamSocket* stream = state->stream.load(std::memory_order_acquire)) stream->file_flags_changed();
+  if (dgram::DatagramSocket* datagram = state->datagram.load(std::memory_order_acquire))
+    datagram->file_flags_changed();
 }
 
 bool is_unsupported_option(int level, int name) {
@@ -173,6 +177,8 @@ void on_unsupported_option(SocketState* state, int level, int name) {
 }
 
 void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len) {
+  dgram::DatagramSocket* datagram = state->datagram.load(std::memory_order_acquire);
+  if (datagram != nullptr && is_timeout_option(level, name)) datagram->timeouts_changed();
   StreamSocket* stream = state->stream.load(std::memory_order_acquire);
   if (stream == nullptr) return;
   if (is_timeout_option(level, name)) {
@@ -204,6 +210,7 @@ void finish_streams_at_exit() {
 }
 
 void on_socket_released(SocketState* state) {
+  dgram::on_datagram_released(state);
   StreamSocket* stream = state->stream.exchange(nullptr, std::memory_order_acq_rel);
   uint64_t key = state->listen_key.exchange(0);
   if (stream == nullptr && key == 0) return;

@@ -24,9 +24,12 @@
 namespace vsock::sock {
 namespace {
 
+// A socket whose readiness the library may serve, now or later: a TCP
+// connection that may upgrade, a UDP socket that may receive over UD.
 bool upgradable(const SocketRef& ref) {
-  return ref && ref->type == SOCK_STREAM && ref->kernel_reason.load() == KernelReason::kUndecided &&
-         ref->role.load() != SocketRole::kListener;
+  if (!ref || ref->kernel_reason.load() != KernelReason::kUndecided) return false;
+  if (ref->type == SOCK_DGRAM) return ref->datagram.load(std::memory_order_acquire) != nullptr;
+  return ref->type == SOCK_STREAM && ref->role.load() != SocketRole::kListener;
 }
 
 // The kernel's answer for an entry the kernel's set no longer holds.

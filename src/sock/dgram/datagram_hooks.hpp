@@ -1,0 +1,32 @@
+// What the entry points do to UDP sockets (DESIGN decision 5): the moments
+// of a datagram socket's life where the library steps in. The calls that
+// move data go through the ManagedSocket interface (socket_route.hpp).
+#pragma once
+#include <sys/socket.h>
+
+#include "sock/socket_state.hpp"
+
+namespace vsock::sock::dgram {
+
+// A UDP socket was created (socket()): it gets its DatagramSocket unless
+// it stays on the kernel for good (settings, no device).
+void on_datagram_created(SocketState* state);
+// bind() succeeded: an explicit port makes it reachable over UD, if the
+// rules let UDP on that address and port leave the kernel.
+void on_datagram_bound(int fd, SocketState* state);
+// connect() succeeded (AF_UNSPEC included).
+void on_datagram_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t length);
+// setsockopt() went through: an option UD cannot honour for what the
+// socket receives or sends makes it leave UD.
+bool is_datagram_unsupported_option(int level, int name);
+void on_datagram_option(SocketState* state, int level, int name);
+// The socket goes to another process (fork, vfork, daemon, SCM_RIGHTS):
+// every socket / the one of `fd` leaves UD in this process.
+void leave_all_datagram_sockets();
+void leave_datagram_fd(int fd);
+// In a fork() child: the inherited sockets are the kernel's alone.
+void abandon_datagram_sockets_in_child();
+// The registry dropped the last reference (the socket is closed).
+void on_datagram_released(SocketState* state);
+
+}  // namespace vsock::sock::dgram

@@ -1,0 +1,208 @@
+#include "sock/dgram/datagram_hub.hpp"
+
+#include <pthread.h>
+
+#include <cstring>
+
+#include "core/clock.hpp"
+#include "core/config.hpp"
+#include "core/log.hpp"
+#include "core/stats.hpp"
+#include "sock/dgram/datagram_socket.hpp"
+#include "sock/offload_policy.hpp"
+#include "sock/upgrade/upgrade_engine.hpp"
+#include "sys/reentry_guard.hpp"
+
+namespace vsock::sock::dgram {
+namespace {
+
+std::mutex g_hub_lock;
+std::atomic<DatagramHub*> g_hub{nullptr};
+bool g_hub_failed = false;
+
+// A fork() child cannot use its parent's queue pair: it makes its own hub
+// if it needs one (the parent's is leaked in the child, never touched).
+void forget_hub_in_child() {
+  new (&g_hub_lock) std::mutex();
+  g_hub.store(nullptr, std::memory_order_relaxed);
+  g_hub_failed = false;
+}
+
+__attribute__((constructor)) void install_fork_handler() { pthread_atfork(nullptr, nullptr, forget_hub_in_child); }
+
+constexpr int kProgressBatch = 32;
+
+socklen_t with_port(const sockaddr_storage& address, uint16_t port, sockaddr_storage* out) {
+  *out = address;
+  if (address.ss_family == AF_INET) {
+    reinterpret_cast<sockaddr_in*>(out)->sin_port = htons(port);
+    return sizeof(sockaddr_in);
+  }
+  if (address.ss_family == AF_INET6) {
+    reinterpret_cast<sockaddr_in6*>(out)->sin6_port = htons(port);
+    return sizeof(sockaddr_in6);
+  }
+  return 0;
+}
+
+}  // namespace
+
+DatagramHub* DatagramHub::running() { return g_hub.load(std::memory_order_acquire); }
+
+DatagramHub* DatagramHub::get() {
+  if (DatagramHub* hub = running()) return hub;
+  std::lock_guard<std::mutex> held(g_hub_lock);
+  if (DatagramHub* hub = running()) return hub;
+  if (g_hub_failed) return nullptr;
+  g_hub_failed = true;
+  rdma::Device* device = offload_device();
+  if (device == nullptr) return nullptr;
+  UpgradeEngine* engine = upgrade_engine();
+  if (engine == nullptr) return nullptr;
+  sys::ReentryGuard guard;
+  core::Result<std::unique_ptr<UdEndpoint>> endpoint = UdEndpoint::create(*device, UdEndpointConfig{});
+  if (!endpoint) {
+    VSOCK_LOG(kInfo, "udp: no UD endpoint (%s): datagrams stay on the kernel", std::strerror(endpoint.error()));
+    return nullptr;
+  }
+  // Never destroyed: sockets closed by static destructors may reach it.
+  auto* hub = new DatagramHub();
+  hub->device_ = device;
+  hub->engine_ = engine;
+  hub->endpoint_ = std::move(endpoint.value());
+  hub->paths_.set_failure_hold_ms(int64_t{core::config().settings.peer_fail_cache_s} * 1000);
+  DatagramPathSink sink;
+  sink.resolved = [](const ResolvedPath& path) {
+    if (DatagramHub* h = DatagramHub::running()) h->on_resolved(path);
+  };
+  sink.failed = [](const sockaddr* destination, socklen_t length, rdma::SidrOutcome reason) {
+    VSOCK_LOG(kDebug, "udp: resolution failed (%s): that destination stays on the kernel",
+              rdma::sidr_outcome_name(reason));
+    if (DatagramHub* h = DatagramHub::running()) h->on_resolution_failed(destination, length);
+  };
+  engine->set_datagram_sink(sink);
+  VSOCK_LOG(kDebug, "udp: UD endpoint up, qpn %u, %zu bytes per datagram", hub->endpoint_->qpn(),
+            hub->endpoint_->max_payload());
+  g_hub_failed = false;
+  g_hub.store(hub, std::memory_order_release);
+  return hub;
+}
+
+uint64_t DatagramHub::new_cookie() { return new_nonce(); }
+
+void DatagramHub::attach(uint64_t cookie, DatagramSocket* socket) {
+  std::lock_guard<std::mutex> held(sockets_mu_);
+  sockets_[cookie] = socket;  // the caller retained it for us
+}
+
+void DatagramHub::detach(uint64_t cookie) {
+  DatagramSocket* socket = nullptr;
+  {
+    std::lock_guard<std::mutex> held(sockets_mu_);
+    auto it = sockets_.find(cookie);
+    if (it == sockets_.end()) return;
+    socket = it->second;
+    sockets_.erase(it);
+  }
+  socket->release();
+}
+
+int DatagramHub::progress() { return endpoint_->poll(&DatagramHub::on_arrival, this, kProgressBatch); }
+
+void DatagramHub::on_arrival(void* context, const UdArrival& arrival) {
+  static_cast<DatagramHub*>(context)->arrival(arrival);
+}
+
+bool DatagramHub::learn_path(const PathKey& key, const UdArrival& arrival, UdPath* path) {
+  if (!paths_.needs_learning(key, arrival.source_qpn, arrival.header.source_cookie)) {
+    return paths_.find(key, core::monotonic_ms(), path) == PathLookup::kResolved;
+  }
+  core::Result<rdma::AddressHandle> ah =
+      rdma::AddressHandle::from_completion(endpoint_->pd(), endpoint_->port(), *arrival.completion, arrival.grh_slot);
+  if (!ah) return false;
+  auto handle = std::make_unique<rdma::AddressHandle>(std::move(ah.value()));
+  paths_.resolved(key, std::move(handle), arrival.source_qpn, arrival.header.source_cookie);
+  return paths_.find(key, core::monotonic_ms(), path) == PathLookup::kResolved;
+}
+
+void DatagramHub::arrival(const UdArrival& arrival) {
+  const wire::DatagramHeader& header = arrival.header;
+  sockaddr_storage source{};
+  socklen_t source_length = with_port(arrival.grh.source, header.source_port, &source);
+  PathKey key;
+  if (source_length == 0 || !path_key_of(reinterpret_cast<sockaddr*>(&source), source_length, &key)) {
+    core::stat_add(core::Stat::udp_drops_malformed);
+    return;
+  }
+  if (header.type == wire::DatagramType::kRevoke) {
+    core::stat_add(core::Stat::udp_revokes_received);
+    paths_.revoke(key, header.source_cookie);
+    return;
+  }
+  if (header.type != wire::DatagramType::kData) return;  // UNREACH: not sent by this version
+  if (header.fragment_count != 1 || (header.flags & wire::kDatagramFlagMulticast)) {
+    // Fragments and multicast are not sent by this version either.
+    core::stat_add(core::Stat::udp_drops_malformed);
+    return;
+  }
+  DatagramSocket* socket = nullptr;
+  {
+    std::lock_guard<std::mutex> held(sockets_mu_);
+    auto it = sockets_.find(header.destination_cookie);
+    if (it != sockets_.end()) {
+      socket = it->second;
+      socket->retain();
+    }
+  }
+  if (socket == nullptr) {
+    core::stat_add(core::Stat::udp_drops_unknown_socket);
+    send_revoke(arrival);
+    return;
+  }
+  UdPath back;
+  learn_path(key, arrival, &back);  // replies need no resolution
+  socket->deliver(source, source_length, arrival.payload, header.payload_length);
+  socket->release();
+}
+
+void DatagramHub::send_revoke(const UdArrival& arrival) {
+  sockaddr_storage source{};
+  socklen_t source_length = with_port(arrival.grh.source, arrival.header.source_port, &source);
+  PathKey key;
+  UdPath back;
+  if (!path_key_of(reinterpret_cast<sockaddr*>(&source), source_length, &key) || !learn_path(key, arrival, &back))
+    return;
+  // Tells the sender's socket that the socket it named is gone here.
+  wire::DatagramHeader revoke;
+  revoke.type = wire::DatagramType::kRevoke;
+  revoke.source_port = arrival.header.destination_port;
+  revoke.source_cookie = arrival.header.destination_cookie;
+  revoke.destination_port = arrival.header.source_port;
+  revoke.destination_cookie = arrival.header.source_cookie;
+  revoke.datagram_id = 0;
+  revoke.total_length = 0;
+  revoke.payload_length = 0;
+  if (endpoint_->send(back.ah, back.qpn, revoke, nullptr, 0)) core::stat_add(core::Stat::udp_revokes_sent);
+}
+
+void DatagramHub::on_resolved(const ResolvedPath& path) {
+  PathKey key;
+  if (!path_key_of(reinterpret_cast<const sockaddr*>(&path.destination), path.destination_length, &key)) return;
+  core::Result<rdma::AddressHandle> ah = rdma::AddressHandle::create(endpoint_->pd(), path.ah_attr);
+  if (!ah) {
+    paths_.failed(key, core::monotonic_ms());
+    core::stat_add(core::Stat::udp_resolution_failures);
+    return;
+  }
+  paths_.resolved(key, std::make_unique<rdma::AddressHandle>(std::move(ah.value())), path.qpn, path.cookie);
+  core::stat_add(core::Stat::udp_resolutions);
+}
+
+void DatagramHub::on_resolution_failed(const sockaddr* destination, socklen_t length) {
+  PathKey key;
+  if (!path_key_of(destination, length, &key)) return;
+  paths_.failed(key, core::monotonic_ms());
+  core::stat_add(core::Stat::udp_resolution_failures);
+}
+
+}  // namespace vsock::sock::dgram

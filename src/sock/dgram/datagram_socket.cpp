@@ -1,0 +1,401 @@
+#include "sock/dgram/datagram_socket.hpp"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/clock.hpp"
+#include "core/config.hpp"
+#include "core/log.hpp"
+#include "core/stats.hpp"
+#include "sock/dgram/datagram_hub.hpp"
+#include "sock/upgrade/upgrade_engine.hpp"
+#include "sock/wait/signal_restart.hpp"
+#include "sock/wait/spin_budget.hpp"
+#include "sys/real_calls.hpp"
+
+namespace vsock::sock::dgram {
+namespace {
+
+// Flags a datagram over UD can honour as the kernel does. Anything else
+// (MSG_MORE corks, MSG_OOB fails, MSG_PROBE sends nothing...) goes to the
+// kernel, which gives its own answer.
+constexpr int kUdSendFlags = MSG_DONTWAIT | MSG_NOSIGNAL | MSG_CONFIRM;
+// Receive flags the UD queue serves; MSG_ERRQUEUE and MSG_OOB are the
+// kernel's alone.
+constexpr int kUdReceiveFlags = MSG_DONTWAIT | MSG_PEEK | MSG_TRUNC | MSG_WAITALL | MSG_CMSG_CLOEXEC;
+// How long a sleep lasts at most before looking again (the UD side may be
+// attached meanwhile by another thread's send).
+constexpr int kSleepSliceMs = 100;
+// The budget until the kernel socket's SO_RCVBUF is read (at attach):
+// Linux's default rmem.
+constexpr size_t kDefaultReceiveBudget = 212992;
+
+size_t total_length(const msghdr& msg) {
+  size_t total = 0;
+  for (size_t i = 0; i < msg.msg_iovlen; ++i) total += msg.msg_iov[i].iov_len;
+  return total;
+}
+
+bool is_loopback(const PathKey& key) {
+  static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(key.address, v4_prefix, 12) == 0) return key.address[12] == 127;
+  static const uint8_t v6_loopback[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+  return std::memcmp(key.address, v6_loopback, 16) == 0;
+}
+
+// Addresses UD does not reach one to one: multicast, broadcast, any.
+bool is_unicast(const PathKey& key) {
+  static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(key.address, v4_prefix, 12) == 0) {
+    uint8_t first = key.address[12];
+    bool any = first == 0 && key.address[13] == 0 && key.address[14] == 0 && key.address[15] == 0;
+    bool broadcast = key.address[12] == 255 && key.address[13] == 255 && key.address[14] == 255 &&
+                     key.address[15] == 255;
+    return !any && !broadcast && (first < 224 || first > 239);
+  }
+  return key.address[0] != 0xff;  // IPv6 multicast
+}
+
+}  // namespace
+
+DatagramSocket::DatagramSocket(int domain)
+    : domain_(domain), cookie_(new_nonce()), queue_(kDefaultReceiveBudget) {}
+
+void DatagramSocket::release() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+}
+
+// ------------------------------------------------------------- the hooks --
+
+uint16_t DatagramSocket::local_port(int fd) {
+  if (port_ != 0) return port_;
+  sockaddr_storage local{};
+  socklen_t length = sizeof local;
+  if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) return 0;
+  PathKey key;
+  if (path_key_of(reinterpret_cast<sockaddr*>(&local), length, &key)) port_ = key.port;
+  return port_;
+}
+
+void DatagramSocket::attach_locked(int fd) {
+  if (hub_ != nullptr || leaving_) return;
+  DatagramHub* hub = DatagramHub::get();
+  if (hub == nullptr) return;
+  // The UD queue's budget is the kernel socket's SO_RCVBUF at attach.
+  int receive_buffer = 0;
+  socklen_t option_length = sizeof receive_buffer;
+  if (sys::real().getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, &option_length) == 0 && receive_buffer > 0)
+    queue_.set_budget(static_cast<size_t>(receive_buffer));
+  hub_ = hub;
+  retain();
+  hub->attach(cookie_, this);
+}
+
+void DatagramSocket::on_bound(int fd) {
+  std::lock_guard<std::mutex> held(mu_);
+  port_ = 0;
+  if (leaving_ || local_port(fd) == 0) return;
+  sockaddr_storage local{};
+  socklen_t length = sizeof local;
+  if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) return;
+  attach_locked(fd);
+  if (hub_ == nullptr) return;
+  // A wildcard address listens on every RDMA device's address.
+  listening_ = hub_->engine().listen_datagrams(reinterpret_cast<sockaddr*>(&local), hub_->endpoint().qpn(), cookie_);
+  VSOCK_LOG(kDebug, "udp fd %d: bound to port %u, %s", fd, static_cast<unsigned>(port_),
+            listening_ ? "answers resolutions there" : "not reachable by resolution");
+}
+
+void DatagramSocket::on_connected(int fd, const sockaddr* peer, socklen_t length) {
+  std::lock_guard<std::mutex> held(mu_);
+  if (peer == nullptr || peer->sa_family == AF_UNSPEC || !path_key_of(peer, length, &peer_key_)) {
+    connected_ = false;
+    peer_length_ = 0;
+  } else {
+    connected_ = true;
+    peer_length_ = length < sizeof peer_ ? length : static_cast<socklen_t>(sizeof peer_);
+    std::memcpy(&peer_, peer, peer_length_);
+  }
+  port_ = 0;  // connect() binds an unbound socket
+  (void)local_port(fd);
+}
+
+void DatagramSocket::detach() {
+  DatagramHub* hub = nullptr;
+  bool listening = false;
+  {
+    std::lock_guard<std::mutex> held(mu_);
+    leaving_ = true;
+    hub = hub_;
+    hub_ = nullptr;
+    listening = listening_;
+    listening_ = false;
+    if (queue_.empty()) kernel_only_.store(true, std::memory_order_release);
+  }
+  if (hub == nullptr) return;
+  if (listening) hub->engine().stop_listening_datagrams(cookie_);
+  hub->detach(cookie_);  // drops the hub's reference
+}
+
+void DatagramSocket::leave_ud() { detach(); }
+
+void DatagramSocket::abandon_in_child() {
+  std::lock_guard<std::mutex> held(mu_);
+  // The hub of the parent is not this process's: forget it without a call.
+  if (hub_ != nullptr) refs_.fetch_sub(1, std::memory_order_relaxed);
+  hub_ = nullptr;
+  listening_ = false;
+  leaving_ = true;
+  queue_.clear();
+  queued_.store(0, std::memory_order_release);
+  kernel_only_.store(true, std::memory_order_release);
+}
+
+void DatagramSocket::on_last_close() { detach(); }
+
+void DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_length, const uint8_t* payload,
+                             size_t length) {
+  ReceivedDatagram datagram;
+  datagram.source_length = source_length;
+  datagram.source = source;
+  // An IPv6 socket sees an IPv4 sender as ::ffff:a.b.c.d, as from the kernel.
+  if (domain_ == AF_INET6 && source.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&source);
+    sockaddr_in6 mapped{};
+    mapped.sin6_family = AF_INET6;
+    mapped.sin6_port = in->sin_port;
+    mapped.sin6_addr.s6_addr[10] = 0xff;
+    mapped.sin6_addr.s6_addr[11] = 0xff;
+    std::memcpy(&mapped.sin6_addr.s6_addr[12], &in->sin_addr, 4);
+    std::memcpy(&datagram.source, &mapped, sizeof mapped);
+    datagram.source_length = sizeof mapped;
+  } else if (domain_ == AF_INET && source.ss_family != AF_INET) {
+    return;  // an IPv6 sender cannot reach an IPv4 socket
+  }
+  datagram.bytes.assign(payload, payload + length);
+  std::lock_guard<std::mutex> held(mu_);
+  if (connected_) {
+    // A connected socket hears only its peer, as the kernel's.
+    PathKey from;
+    if (!path_key_of(reinterpret_cast<const sockaddr*>(&source), source_length, &from) || !(from == peer_key_))
+      return;
+  }
+  if (!queue_.push(std::move(datagram))) {
+    core::stat_add(core::Stat::udp_drops_budget);
+    return;
+  }
+  queued_.store(queue_.count(), std::memory_order_release);
+  activity_.fetch_add(1, std::memory_order_acq_rel);
+  core::stat_transfer(core::Stat::udp_ud_bytes_received, core::Stat::udp_ud_receives, length);
+}
+
+// ------------------------------------------------------------------ send --
+
+bool DatagramSocket::send_over_ud(int fd, const msghdr& msg, int flags, const sockaddr* to, socklen_t to_length) {
+  PathKey key;
+  if (!path_key_of(to, to_length, &key) || is_loopback(key) || !is_unicast(key)) return false;
+  if (msg.msg_controllen != 0 || (flags & ~kUdSendFlags) != 0) return false;
+  DatagramHub* hub = DatagramHub::get();
+  if (hub == nullptr) return false;
+  const size_t length = total_length(msg);
+  const int64_t now = core::monotonic_ms();
+  UdPath path;
+  PathLookup found = hub->paths().find(key, now, &path);
+  if (found == PathLookup::kUnknown) {
+    if (hub->paths().begin_resolution(key, now) && !hub->engine().resolve_datagram_path(to, to_length))
+      hub->paths().failed(key, now);
+    return false;
+  }
+  if (found != PathLookup::kResolved || length > hub->endpoint().max_payload()) return false;
+  wire::DatagramHeader header;
+  {
+    std::lock_guard<std::mutex> held(mu_);
+    if (leaving_ || local_port(fd) == 0) return false;  // the kernel binds it on the first send
+    attach_locked(fd);  // replies come back over UD
+    if (hub_ == nullptr) return false;
+    header.source_port = port_;
+    header.datagram_id = next_datagram_id_++;
+  }
+  header.type = wire::DatagramType::kData;
+  header.destination_port = key.port;
+  header.destination_cookie = path.cookie;
+  header.source_cookie = cookie_;
+  header.total_length = static_cast<uint16_t>(length);
+  header.payload_length = static_cast<uint16_t>(length);
+  rdma::Status sent = hub->endpoint().send(path.ah, path.qpn, header, msg.msg_iov, static_cast<int>(msg.msg_iovlen));
+  if (!sent) return false;  // EAGAIN (every slot in flight) or a device error: the kernel takes it
+  core::stat_transfer(core::Stat::udp_ud_bytes_sent, core::Stat::udp_ud_sends, length);
+  return true;
+}
+
+core::Result<size_t> DatagramSocket::send_message(int fd, const msghdr& msg, int flags) {
+  using R = core::Result<size_t>;
+  const sockaddr* to = static_cast<const sockaddr*>(msg.msg_name);
+  socklen_t to_length = msg.msg_namelen;
+  sockaddr_storage peer{};
+  if (to == nullptr || to_length == 0) {
+    std::lock_guard<std::mutex> held(mu_);
+    if (connected_) {
+      peer = peer_;
+      to = reinterpret_cast<const sockaddr*>(&peer);
+      to_length = peer_length_;
+    }
+  }
+  if (to != nullptr && to_length > 0 && send_over_ud(fd, msg, flags, to, to_length)) return R::ok(total_length(msg));
+  ssize_t n = sys::real().sendmsg(fd, &msg, flags);
+  if (n < 0) return R::fail(errno);
+  core::stat_add(core::Stat::udp_kernel_sends);
+  return R::ok(static_cast<size_t>(n));
+}
+
+// --------------------------------------------------------------- receive --
+
+size_t DatagramSocket::take_queued(msghdr& msg, int flags) {
+  size_t n = queue_.take(msg, flags);
+  msg.msg_controllen = 0;  // nothing UD carries is asked for (else the socket left UD)
+  queued_.store(queue_.count(), std::memory_order_release);
+  if (queue_.empty() && leaving_) kernel_only_.store(true, std::memory_order_release);
+  if (!(flags & MSG_PEEK)) prefer_kernel_ = true;
+  return n;
+}
+
+void DatagramSocket::count_kernel_receive(ssize_t n) {
+  if (n >= 0) core::stat_add(core::Stat::udp_kernel_receives);
+}
+
+core::Result<bool> DatagramSocket::wait_readable(int fd, int64_t deadline_ms) {
+  using R = core::Result<bool>;
+  DatagramHub* hub;
+  {
+    std::lock_guard<std::mutex> held(mu_);
+    hub = hub_;
+  }
+  // The spin: the UD queue on every look, the kernel socket now and then.
+  SpinBudget spin(core::config().settings.spin_us, deadline_ms < 0 ? -1 : deadline_ms * 1000);
+  if (hub != nullptr) {
+    do {
+      hub->progress();
+      if (queued_.load(std::memory_order_acquire) > 0) return R::ok(true);
+      if (spin.checkpoint()) {
+        pollfd kernel{fd, POLLIN, 0};
+        const timespec now{0, 0};
+        if (sys::real().ppoll(&kernel, 1, &now, nullptr) > 0) return R::ok(true);
+      }
+    } while (spin.next());
+    hub->endpoint().arm();
+    if (hub->progress() > 0 || queued_.load(std::memory_order_acquire) > 0) return R::ok(true);
+  }
+  pollfd fds[2] = {{fd, POLLIN, 0}, {hub != nullptr ? hub->endpoint().completion_fd() : -1, POLLIN, 0}};
+  int slice = kSleepSliceMs;
+  if (deadline_ms >= 0) {
+    int64_t left = deadline_ms - core::monotonic_ms();
+    if (left <= 0) return R::fail(EAGAIN);
+    if (left < slice) slice = static_cast<int>(left);
+  }
+  core::stat_add(core::Stat::wait_sleeps);
+  int rc = sys::real().poll(fds, hub != nullptr ? 2 : 1, slice);
+  if (rc < 0 && errno == EINTR) {
+    // As the kernel: restarted after SA_RESTART handlers unless a timeout is set.
+    if (deadline_ms < 0 && handlers_restart_calls()) return R::ok(false);
+    return R::fail(EINTR);
+  }
+  if (hub != nullptr && (fds[1].revents & POLLIN)) hub->endpoint().take_event();
+  return R::ok(rc > 0);
+}
+
+core::Result<size_t> DatagramSocket::receive_message(int fd, msghdr& msg, int flags) {
+  using R = core::Result<size_t>;
+  if ((flags & ~kUdReceiveFlags) != 0) {
+    ssize_t n = sys::real().recvmsg(fd, &msg, flags);
+    return n < 0 ? R::fail(errno) : R::ok(static_cast<size_t>(n));
+  }
+  const bool nonblocking = (flags & MSG_DONTWAIT) || [&] {
+    std::lock_guard<std::mutex> held(mu_);
+    return blocking_.nonblocking(fd);
+  }();
+  int64_t deadline_ms = -2;  // read once, when a wait begins
+  const int kernel_flags = (flags & ~MSG_WAITALL) | MSG_DONTWAIT;
+  for (;;) {
+    DatagramHub* hub = DatagramHub::running();
+    if (hub != nullptr && queued_.load(std::memory_order_relaxed) == 0) hub->progress();
+    {
+      std::lock_guard<std::mutex> held(mu_);
+      // Take turns: after a datagram from the UD queue, the kernel's first.
+      if (!queue_.empty() && !prefer_kernel_) return R::ok(take_queued(msg, flags));
+    }
+    // msg_controllen is the caller's room; the kernel's call may shrink it.
+    const size_t control_room = msg.msg_controllen;
+    ssize_t n = sys::real().recvmsg(fd, &msg, kernel_flags);
+    if (n >= 0) {
+      std::lock_guard<std::mutex> held(mu_);
+      if (!(flags & MSG_PEEK)) prefer_kernel_ = false;
+      count_kernel_receive(n);
+      return R::ok(static_cast<size_t>(n));
+    }
+    if (errno != EAGAIN) return R::fail(errno);
+    msg.msg_controllen = control_room;
+    {
+      std::lock_guard<std::mutex> held(mu_);
+      prefer_kernel_ = false;
+      if (!queue_.empty()) return R::ok(take_queued(msg, flags));
+    }
+    if (nonblocking) return R::fail(EAGAIN);
+    if (deadline_ms == -2) {
+      std::lock_guard<std::mutex> held(mu_);
+      deadline_ms = blocking_.deadline_ms(fd, true);
+    }
+    core::Result<bool> waited = wait_readable(fd, deadline_ms);
+    if (!waited) return R::fail(waited.error());
+  }
+}
+
+// ----------------------------------------------------------------- other --
+
+core::Result<bool> DatagramSocket::shutdown(int fd, int how) {
+  using R = core::Result<bool>;
+  if (sys::real().shutdown(fd, how) != 0) return R::fail(errno);
+  return R::ok(true);
+}
+
+core::Result<int> DatagramSocket::readable_bytes(int fd) {
+  using R = core::Result<int>;
+  if (DatagramHub* hub = DatagramHub::running()) hub->progress();
+  {
+    std::lock_guard<std::mutex> held(mu_);
+    if (!queue_.empty()) return R::ok(static_cast<int>(queue_.next_length()));
+  }
+  int bytes = 0;
+  if (sys::real().ioctl(fd, FIONREAD, &bytes) != 0) return R::fail(errno);
+  return R::ok(bytes);
+}
+
+bool DatagramSocket::take_so_error(int, int*) { return false; }
+
+short DatagramSocket::poll_events(int fd, short events) {
+  if (DatagramHub* hub = DatagramHub::running()) hub->progress();
+  pollfd kernel{fd, events, 0};
+  const timespec now{0, 0};
+  short revents = sys::real().ppoll(&kernel, 1, &now, nullptr) > 0 ? kernel.revents : 0;
+  if ((events & POLLIN) && queued_.load(std::memory_order_acquire) > 0) revents |= (events & (POLLIN | POLLRDNORM));
+  return revents;
+}
+
+int DatagramSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
+  int count = 0;
+  out[count++] = pollfd{fd, events, 0};
+  DatagramHub* hub = DatagramHub::running();
+  if (hub != nullptr && (events & POLLIN)) {
+    hub->endpoint().arm();
+    out[count++] = pollfd{hub->endpoint().completion_fd(), POLLIN, 0};
+    // The completion fd is shared by every datagram socket: its event may
+    // be taken by another waiter, so this one looks again now and then.
+    *slice_ms = kSleepSliceMs;
+  }
+  return count;
+}
+
+}  // namespace vsock::sock::dgram

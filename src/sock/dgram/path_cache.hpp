@@ -1,0 +1,86 @@
+// PathCache: what the process knows of UDP destinations (DESIGN decision
+// 5): for an IP address and port, the UD path to a libvsock socket there
+// (address handle, QP number, the socket's cookie), a resolution under
+// way, or a recent failure that keeps datagrams to it on the kernel.
+//
+// Paths come from two places: a SIDR resolution (the destination's socket
+// listens on its bound port), or a datagram that arrived over UD, which
+// teaches the path back to its sender so that a server's replies need no
+// resolution. A REVOKE (the peer's socket closed or went to another
+// process) forgets a path; the next datagram goes through the kernel and
+// resolves again.
+//
+// Address handles are never destroyed while the process runs: a send
+// posted through one may still be in the device's queue when its path is
+// replaced. So their number is capped (kMaxHandles); past it, new
+// destinations stay on the kernel.
+//
+// Thread-safe (one mutex; no call blocks).
+#pragma once
+#include <infiniband/verbs.h>
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "rdma/address_handle.hpp"
+
+namespace vsock::sock::dgram {
+
+// An IP address and UDP port, as a map key (IPv4 as IPv4-mapped IPv6).
+struct PathKey {
+  uint8_t address[16] = {};
+  uint16_t port = 0;  // host order
+  bool operator<(const PathKey& other) const;
+  bool operator==(const PathKey& other) const;
+};
+// The key of an AF_INET/AF_INET6 address; false for anything else.
+bool path_key_of(const sockaddr* address, socklen_t length, PathKey* out);
+
+struct UdPath {
+  ibv_ah* ah = nullptr;
+  uint32_t qpn = 0;
+  uint64_t cookie = 0;  // the destination socket's
+};
+
+enum class PathLookup { kResolved, kUnknown, kResolving, kFailed };
+
+class PathCache {
+ public:
+  static constexpr size_t kMaxHandles = 4096;
+
+  // kResolved and *path, or where the destination stands. A failure older
+  // than `failure_hold_ms` is forgotten (kUnknown) at this look.
+  PathLookup find(const PathKey& key, int64_t now_ms, UdPath* path);
+  // The caller starts a resolution: true if it should (no path, none under
+  // way, no recent failure), and the destination is marked as resolving.
+  bool begin_resolution(const PathKey& key, int64_t now_ms);
+  // A resolution ended: keeps the path (taking the handle) or the failure.
+  void resolved(const PathKey& key, std::unique_ptr<rdma::AddressHandle> ah, uint32_t qpn, uint64_t cookie);
+  void failed(const PathKey& key, int64_t now_ms);
+  // A datagram from `key` came over UD from (qpn, cookie): true if the
+  // path back is new or changed, and the caller should make a handle for
+  // it and call resolved(). Known paths are left alone (no handle is made
+  // per datagram).
+  bool needs_learning(const PathKey& key, uint32_t qpn, uint64_t cookie);
+  // The socket `cookie` at `key` is gone: forget its path (if it is that
+  // socket's).
+  void revoke(const PathKey& key, uint64_t cookie);
+  void set_failure_hold_ms(int64_t ms) { failure_hold_ms_ = ms; }
+
+ private:
+  struct Entry {
+    PathLookup state = PathLookup::kUnknown;
+    UdPath path;
+    int64_t failed_ms = 0;
+  };
+  std::mutex mu_;
+  std::map<PathKey, Entry> entries_;
+  std::vector<std::unique_ptr<rdma::AddressHandle>> handles_;
+  int64_t failure_hold_ms_ = 60000;
+};
+
+}  // namespace vsock::sock::dgram
