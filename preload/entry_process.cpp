@@ -19,9 +19,11 @@ using vsock::preload::real;
 // so the child copies none of them half-changed.
 VSOCK_EXPORT pid_t fork(void) {
   sock::HandoffHold hold;
+  // Datagram sockets first: leaving UD takes the side band's lock, which
+  // its thread may hold while it waits for a stream's (held from here on).
   if (!sys::in_library()) {
-    sock::hand_off_all_streams(&hold);
     sock::dgram::leave_all_datagram_sockets();
+    sock::hand_off_all_streams(&hold);
   }
   pid_t pid = real().fork();
   int saved = errno;
@@ -36,9 +38,9 @@ VSOCK_EXPORT int daemon(int nochdir, int noclose) {
   // glibc's daemon() forks internally, past our fork(): the child goes on
   // with the sockets.
   if (!sys::in_library()) {
+    sock::dgram::leave_all_datagram_sockets();
     sock::HandoffHold hold;
     sock::hand_off_all_streams(&hold);
-    sock::dgram::leave_all_datagram_sockets();
   }
   int rc = real().daemon(nochdir, noclose);
   if (rc == 0) {

@@ -4,6 +4,8 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 
+#include <linux/sock_diag.h>
+
 #include <cerrno>
 #include <cstring>
 
@@ -343,7 +345,10 @@ core::Result<size_t> DatagramSocket::receive_message(int fd, msghdr& msg, int fl
       prefer_kernel_ = false;
       if (!queue_.empty()) return R::ok(take_queued(msg, flags));
     }
-    if (nonblocking) return R::fail(EAGAIN);
+    if (nonblocking) {
+      activity_.fetch_add(1, std::memory_order_acq_rel);  // found nothing: the next datagram is an edge
+      return R::fail(EAGAIN);
+    }
     if (deadline_ms == -2) {
       std::lock_guard<std::mutex> held(mu_);
       deadline_ms = blocking_.deadline_ms(fd, true);
@@ -380,8 +385,23 @@ short DatagramSocket::poll_events(int fd, short events) {
   pollfd kernel{fd, events, 0};
   const timespec now{0, 0};
   short revents = sys::real().ppoll(&kernel, 1, &now, nullptr) > 0 ? kernel.revents : 0;
+  if ((events & POLLIN) && (revents & POLLIN))
+    note_kernel_queue(fd);
+  else if (events & POLLIN)
+    kernel_queue_bytes_.store(0, std::memory_order_release);  // drained: the next one is new
   if ((events & POLLIN) && queued_.load(std::memory_order_acquire) > 0) revents |= (events & (POLLIN | POLLRDNORM));
   return revents;
+}
+
+void DatagramSocket::note_kernel_queue(int fd) {
+  // Edge-triggered epoll reports each datagram the kernel queues, even on a
+  // socket already readable: the kernel's receive memory grows with each.
+  uint32_t meminfo[SK_MEMINFO_VARS] = {};
+  socklen_t length = sizeof meminfo;
+  if (sys::real().getsockopt(fd, SOL_SOCKET, SO_MEMINFO, meminfo, &length) != 0) return;
+  uint32_t queued = meminfo[SK_MEMINFO_RMEM_ALLOC];
+  uint32_t before = kernel_queue_bytes_.exchange(queued, std::memory_order_acq_rel);
+  if (queued > before) activity_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 int DatagramSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {

@@ -97,12 +97,16 @@ class DatagramSocket final : public ManagedSocket {
   void attach_locked(int fd);
   void detach();
   void count_kernel_receive(ssize_t n);
+  // poll_events() found the kernel socket readable: a grown receive queue
+  // is a new datagram (activity).
+  void note_kernel_queue(int fd);
 
   std::atomic<uint32_t> refs_{1};
   std::atomic<bool> kernel_only_{false};
   std::atomic<uint64_t> activity_{0};
   // Datagrams waiting in the UD queue (read without the lock by waits).
   std::atomic<size_t> queued_{0};
+  std::atomic<uint32_t> kernel_queue_bytes_{0};  // the kernel's receive memory, last seen
   const int domain_;
   const uint64_t cookie_;
   BlockingMode blocking_;
