@@ -8,13 +8,17 @@
 //      the server's QP, from our QPN and address;
 //   B: answered with 136 bytes (the SIDR REP maximum), all checked;
 //   C: refused: kRefused (SIDR status 2);
-//   D: a port nobody listens on: kNoListener (status 1), what rxe gives.
+//   D: a port nobody listens on: kNoListener (status 1), what rxe gives;
+//   E: an unused address on the subnet (no host answers): our bound ends it
+//      (kTimeout), or an address/route error; VSOCK_TEST_SIDR_UNUSED_BOUND_MS
+//      (e.g. 120000) shows what the kernel's CM does on its own.
 // Every wait is bounded; prints MEASURED lines (times, sizes).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -33,6 +37,22 @@ constexpr uint64_t kAnswerSeed = 0x5341;
 constexpr uint64_t kDatagramSeed = 0x5344;
 constexpr uint32_t kDatagramBytes = 100;
 constexpr uint8_t kShortAnswer = 16;
+constexpr int kUnusedBoundMs = 500;
+
+int unused_bound_ms() {
+  const char* text = getenv("VSOCK_TEST_SIDR_UNUSED_BOUND_MS");
+  int bound = text ? atoi(text) : 0;
+  return bound > 0 && bound <= 600000 ? bound : kUnusedBoundMs;
+}
+
+// Same /24, host 99 (98 if that is us), or VSOCK_TEST_RDMA_UNUSED_ADDR.
+std::string unused_address(const std::string& ip) {
+  const char* configured = getenv("VSOCK_TEST_RDMA_UNUSED_ADDR");
+  if (configured && *configured) return configured;
+  size_t dot = ip.rfind('.');
+  if (dot == std::string::npos) return "";
+  return ip.substr(0, dot + 1) + (ip.substr(dot + 1) == "99" ? "98" : "99");
+}
 
 struct Hello {
   uint16_t port;
@@ -132,12 +152,12 @@ int server(int control) {
 }
 
 int resolve(UdSide& side, const std::string& ip, uint16_t port, const uint8_t* data, uint8_t length,
-            rdma::SidrOutcome want, rdma::CmUdpResolver* out, const char* what) {
+            rdma::SidrOutcome want, rdma::CmUdpResolver* out, const char* what, int bound_ms = kResolveTimeoutMs) {
   sockaddr_storage destination;
   if (!make_address(ip, port, &destination)) return 1;
   double start = now_seconds();
   auto resolved = rdma::sidr_resolve_blocking(side.cm.channel, reinterpret_cast<sockaddr*>(&destination), nullptr,
-                                              kResolveTimeoutMs, data, length);
+                                              bound_ms, data, length);
   if (!resolved) {
     fprintf(stderr, "%s: FAILED: %s: %s\n", kProgram, what, strerror(resolved.error()));
     return 1;
@@ -146,7 +166,7 @@ int resolve(UdSide& side, const std::string& ip, uint16_t port, const uint8_t* d
   printf("MEASURED: SIDR %s: %s (stage %s, error %d, SIDR status %d) in %.1f ms\n", what,
          rdma::sidr_outcome_name(r.outcome), rdma::cm_connect_stage_name(r.stage), r.error, r.sidr_status,
          elapsed_ms(start));
-  if (r.outcome != want) {
+  if (r.outcome != want && want != rdma::SidrOutcome::kPending) {
     fprintf(stderr, "%s: FAILED: %s: %s, want %s\n", kProgram, what, rdma::sidr_outcome_name(r.outcome),
             rdma::sidr_outcome_name(want));
     return 1;
@@ -176,7 +196,7 @@ int client(int control) {
     return 1;
   const rdma::SidrResult& ra = a.result();
   printf("MEASURED: SIDR reply: qpn %u, qkey 0x%08x, %zu bytes of private data as received (sent %u), device %s port "
-         "%u, ah_attr is_global %u dgid index %u hop_limit %u\n",
+         "%u, ah_attr is_global %u sgid_index %u hop_limit %u\n",
          ra.qpn, ra.qkey, ra.private_data.length, kShortAnswer, ra.device_name.c_str(), ra.port, ra.ah_attr.is_global,
          ra.ah_attr.grh.sgid_index, ra.ah_attr.grh.hop_limit);
   if (ra.qpn != hello.qpn || ra.qkey != rdma::kUdQkey || ra.private_data.length < kShortAnswer ||
@@ -218,6 +238,20 @@ int client(int control) {
   rdma::CmUdpResolver d;
   uint16_t unused = static_cast<uint16_t>(hello.port + 1);
   if (resolve(side, ip, unused, request, 8, rdma::SidrOutcome::kNoListener, &d, "D (no listener)") != 0) return 1;
+  // E: nobody at that address. kPending as `want`: any outcome is recorded,
+  // then judged here.
+  rdma::CmUdpResolver e;
+  int bound = unused_bound_ms();
+  std::string label = "E (unused address " + unused_address(ip) + ", bound " + std::to_string(bound) + " ms)";
+  if (resolve(side, unused_address(ip), hello.port, request, 8, rdma::SidrOutcome::kPending, &e, label.c_str(),
+              bound) != 0)
+    return 1;
+  rdma::SidrOutcome outcome = e.outcome();
+  if (outcome == rdma::SidrOutcome::kResolved || outcome == rdma::SidrOutcome::kRefused ||
+      outcome == rdma::SidrOutcome::kError || outcome == rdma::SidrOutcome::kPending) {
+    fprintf(stderr, "%s: FAILED: unused address: %s\n", kProgram, rdma::sidr_outcome_name(outcome));
+    return 1;
+  }
   // Our own bound checks: parameters the SIDR REQ cannot carry.
   sockaddr_storage destination;
   make_address(ip, hello.port, &destination);
