@@ -8,6 +8,8 @@
 //      the server's QP, from our QPN and address;
 //   B: answered with 136 bytes (the SIDR REP maximum), all checked;
 //   C: refused: kRefused (SIDR status 2);
+//   F: answered with a qkey a SIDR reply cannot carry: answer() fails with
+//      EINVAL and refuses, so the client sees kRefused;
 //   D: a port nobody listens on: kNoListener (status 1), what rxe gives;
 //   E: an unused address on the subnet (no host answers): our bound ends it
 //      (kTimeout), or an address/route error; VSOCK_TEST_SIDR_UNUSED_BOUND_MS
@@ -17,6 +19,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -28,6 +31,8 @@
 
 namespace vsock::test {
 namespace {
+
+using rdma::Status;
 
 constexpr const char* kProgram = "rdma_cm_sidr";
 constexpr int kStepMs = 20000;
@@ -132,11 +137,18 @@ int server(int control) {
     fprintf(stderr, "%s: FAILED: answer B (136 bytes)\n", kProgram);
     return 1;
   }
-  // A qkey the reply cannot carry is refused by answer() itself.
   // C: refused.
   if (!expect_request(side, listener.value(), &request, "SIDR request C")) return 1;
   if (!listener.value().refuse(request)) {
     fprintf(stderr, "%s: FAILED: refuse C\n", kProgram);
+    return 1;
+  }
+  // F: a qkey the reply cannot carry: answer() refuses the request itself.
+  if (!expect_request(side, listener.value(), &request, "SIDR request F")) return 1;
+  Status wrong = listener.value().answer(request, side.qp.qpn(), rdma::kUdQkey + 1, answer, kShortAnswer);
+  if (wrong || wrong.error() != EINVAL) {
+    fprintf(stderr, "%s: FAILED: answer with qkey 0x%x: %s\n", kProgram, rdma::kUdQkey + 1,
+            wrong ? "accepted" : strerror(wrong.error()));
     return 1;
   }
   // Stay until the client is done (D and E go elsewhere; E may take the
@@ -235,6 +247,9 @@ int client(int control) {
   rdma::CmUdpResolver c;
   if (resolve(side, ip, hello.port, request, 8, rdma::SidrOutcome::kRefused, &c, "C (refused)") != 0) return 1;
   printf("MEASURED: refused: %zu bytes of private data\n", c.result().private_data.length);
+  rdma::CmUdpResolver f;
+  if (resolve(side, ip, hello.port, request, 8, rdma::SidrOutcome::kRefused, &f, "F (answer with a wrong qkey)") != 0)
+    return 1;
   // D: nobody listens on the next port (nothing else runs in the guest).
   rdma::CmUdpResolver d;
   uint16_t unused = static_cast<uint16_t>(hello.port + 1);
