@@ -108,7 +108,8 @@ int server(int control) {
     return 1;
   }
   if (source_length == 0 || address_text(source) != ip) {
-    fprintf(stderr, "%s: FAILED: request A comes from %s, want %s\n", kProgram, address_text(source).c_str(), ip.c_str());
+    fprintf(stderr, "%s: FAILED: request A comes from %s, want %s\n", kProgram, address_text(source).c_str(),
+            ip.c_str());
     return 1;
   }
   uint8_t answer[rdma::kCmMaxSidrReplyPrivateData];

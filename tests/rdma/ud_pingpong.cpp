@@ -110,8 +110,8 @@ int server(int control) {
   inet_pton(AF_INET, "239.255.77.1", group.raw + 12);
   auto attached = side.qp.attach_multicast(group, 0);
   auto detached = attached ? side.qp.detach_multicast(group, 0) : attached;
-  printf("MEASURED: attach_multicast(::ffff:239.255.77.1) %s, detach %s\n", attached ? "ok" : strerror(attached.error()),
-         detached ? "ok" : strerror(detached.error()));
+  printf("MEASURED: attach_multicast(::ffff:239.255.77.1) %s, detach %s\n",
+         attached ? "ok" : strerror(attached.error()), detached ? "ok" : strerror(detached.error()));
   if (!attached || !detached) return 1;
 
   rdma::AddressHandle back;
@@ -256,7 +256,8 @@ int client(int control) {
   bool posted = post_ud_send(side, ah.value(), peer.qpn, 0, side.mtu_bytes + 1, false, 0, 100);
   ibv_wc sent{};
   const char* completion = "none";
-  if (posted) completion = wait_send(side, kStepMs, &sent, "the oversized send") ? ibv_wc_status_str(sent.status) : "timeout";
+  if (posted)
+    completion = wait_send(side, kStepMs, &sent, "the oversized send") ? ibv_wc_status_str(sent.status) : "timeout";
   fill_pattern(side.send_buffer.data(), kMarkerBytes, 0x4D4B, 0);
   if (!post_ud_send(side, ah.value(), peer.qpn, 0, kMarkerBytes, false, 0, 101) ||
       !wait_send(side, kStepMs, &sent, "the marker") || sent.status != IBV_WC_SUCCESS)
