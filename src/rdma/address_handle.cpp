@@ -22,7 +22,8 @@ core::Result<AddressHandle> AddressHandle::create(const ProtectionDomain& pd, co
 core::Result<AddressHandle> AddressHandle::from_completion(const ProtectionDomain& pd, uint8_t port,
                                                            const ibv_wc& wc, const ibv_grh* grh) {
   using R = core::Result<AddressHandle>;
-  if (!pd.valid() || grh == nullptr) return R::fail(report_error(EINVAL, "AddressHandle::from_completion: no PD or GRH"));
+  if (!pd.valid() || grh == nullptr)
+    return R::fail(report_error(EINVAL, "AddressHandle::from_completion: no PD or GRH"));
   // The slot comes from the network: refuse what rdma-core would misread.
   if ((wc.wc_flags & IBV_WC_GRH) && !parse_grh(reinterpret_cast<const uint8_t*>(grh), kGrhSize))
     return R::fail(EPROTO);

@@ -42,9 +42,9 @@ struct CmPrivateData {
 // on the requesting id) or a multicast join (MULTICAST_JOIN) tells how to
 // send to the peer's QP or the group.
 struct CmUdParam {
-  bool has = false;      // the event carried one
-  ibv_ah_attr ah_attr{}; // for the device and port the id is bound to
-  uint32_t qpn = 0;      // the remote UD QP (0xFFFFFF for a multicast group)
+  bool has = false;       // the event carried one
+  ibv_ah_attr ah_attr{};  // for the device and port the id is bound to
+  uint32_t qpn = 0;       // the remote UD QP (0xFFFFFF for a multicast group)
   uint32_t qkey = 0;
 };
 
@@ -52,7 +52,9 @@ struct CmEvent {
   rdma_cm_event_type type = RDMA_CM_EVENT_ADDR_ERROR;
   // 0 on success. Negative errno for address, route and unreachable errors
   // (e.g. -ETIMEDOUT, -ENETUNREACH); for REJECTED the IB CM reject reason
-  // (28: rejected by the peer's application, 8: nobody listens there).
+  // (28: rejected by the peer's application, 8: nobody listens there); for
+  // the UNREACHABLE of a UD id that got a SIDR reply, the reply's SIDR
+  // status (1: nobody listens there, 2: refused; see cm_udp_resolver.hpp).
   int status = 0;
   // The id the event is about. For CONNECT_REQUEST a new id that the caller
   // now owns: it must be accepted or rejected (CmListener), else it leaks.

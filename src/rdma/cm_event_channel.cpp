@@ -54,8 +54,9 @@ CmEvent copy_event(const rdma_cm_event& event) {
       out.ud.qpn = event.param.ud.qp_num;
       out.ud.qkey = event.param.ud.qkey;
     }
-  } else
+  } else {
     copy_private_data(event.param.conn.private_data, event.param.conn.private_data_len, &out.private_data);
+  }
   return out;
 }
 

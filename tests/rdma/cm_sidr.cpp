@@ -1,13 +1,17 @@
 // rdma_cm_sidr: SIDR (rdma_cm RDMA_PS_UDP service ID resolution) end to
 // end, in two processes on the Soft-RoCE address. The server has a real UD
 // QP and a CmUdpListener on $RXE_VM_IPADDR, on a port rdma_cm picks. The
-// client resolves it four times:
+// client, in this order:
 //   A: 180 bytes of request private data (the SIDR maximum), answered with
 //      16 bytes: kResolved with the server's QPN, kUdQkey and the 16 bytes
 //      byte-exact; then a UD datagram through the resolved AH arrives at
 //      the server's QP, from our QPN and address;
 //   B: answered with 136 bytes (the SIDR REP maximum), all checked;
 //   C: refused: kRefused (SIDR status 2);
+//   F: answered with a qkey a SIDR reply cannot carry: answer() fails with
+//      EINVAL and refuses, so the client sees kRefused;
+//   G: four resolvers at once on one channel (events routed by owns()),
+//      each answered with its own index: all kResolved, none crossed;
 //   D: a port nobody listens on: kNoListener (status 1), what rxe gives;
 //   E: an unused address on the subnet (no host answers): our bound ends it
 //      (kTimeout), or an address/route error; VSOCK_TEST_SIDR_UNUSED_BOUND_MS
@@ -17,10 +21,13 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "rdma/cm_udp_listener.hpp"
 #include "rdma/cm_udp_resolver.hpp"
@@ -28,6 +35,8 @@
 
 namespace vsock::test {
 namespace {
+
+using rdma::Status;
 
 constexpr const char* kProgram = "rdma_cm_sidr";
 constexpr int kStepMs = 20000;
@@ -38,6 +47,7 @@ constexpr uint64_t kDatagramSeed = 0x5344;
 constexpr uint32_t kDatagramBytes = 100;
 constexpr uint8_t kShortAnswer = 16;
 constexpr int kUnusedBoundMs = 500;
+constexpr int kConcurrent = 4;
 
 int unused_bound_ms() {
   const char* text = getenv("VSOCK_TEST_SIDR_UNUSED_BOUND_MS");
@@ -103,7 +113,8 @@ int server(int control) {
     return 1;
   }
   if (source_length == 0 || address_text(source) != ip) {
-    fprintf(stderr, "%s: FAILED: request A comes from %s, want %s\n", kProgram, address_text(source).c_str(), ip.c_str());
+    fprintf(stderr, "%s: FAILED: request A comes from %s, want %s\n", kProgram, address_text(source).c_str(),
+            ip.c_str());
     return 1;
   }
   uint8_t answer[rdma::kCmMaxSidrReplyPrivateData];
@@ -132,16 +143,33 @@ int server(int control) {
     fprintf(stderr, "%s: FAILED: answer B (136 bytes)\n", kProgram);
     return 1;
   }
-  // A qkey the reply cannot carry is refused by answer() itself.
   // C: refused.
   if (!expect_request(side, listener.value(), &request, "SIDR request C")) return 1;
   if (!listener.value().refuse(request)) {
     fprintf(stderr, "%s: FAILED: refuse C\n", kProgram);
     return 1;
   }
-  // Stay until the client is done (D goes to another port).
+  // F: a qkey the reply cannot carry: answer() refuses the request itself.
+  if (!expect_request(side, listener.value(), &request, "SIDR request F")) return 1;
+  Status wrong = listener.value().answer(request, side.qp.qpn(), rdma::kUdQkey + 1, answer, kShortAnswer);
+  if (wrong || wrong.error() != EINVAL) {
+    fprintf(stderr, "%s: FAILED: answer with qkey 0x%x: %s\n", kProgram, rdma::kUdQkey + 1,
+            wrong ? "accepted" : strerror(wrong.error()));
+    return 1;
+  }
+  // G: kConcurrent requests at once, each answered with its own index.
+  for (int i = 0; i < kConcurrent; ++i) {
+    if (!expect_request(side, listener.value(), &request, "SIDR request G")) return 1;
+    uint8_t index = request.private_data.bytes[0];
+    if (!listener.value().answer(request, side.qp.qpn(), rdma::kUdQkey, &index, 1)) {
+      fprintf(stderr, "%s: FAILED: answer G\n", kProgram);
+      return 1;
+    }
+  }
+  // Stay until the client is done (D and E go elsewhere; E may take the
+  // kernel's own time).
   char done = 0;
-  if (!recv_all(control, &done, 1, 60000)) return 1;
+  if (!recv_all(control, &done, 1, unused_bound_ms() + 3 * kStepMs)) return 1;
   int ids = count_rdma_resources("cm_id");
   printf("%s: server holds %d cm ids (the listener) at the end\n", kProgram, ids);
   if (ids > 1) {
@@ -172,6 +200,55 @@ int resolve(UdSide& side, const std::string& ip, uint16_t port, const uint8_t* d
     return 1;
   }
   *out = std::move(resolved.value());
+  return 0;
+}
+
+int resolve_concurrently(UdSide& side, const std::string& ip, uint16_t port, uint32_t server_qpn) {
+  sockaddr_storage destination;
+  if (!make_address(ip, port, &destination)) return 1;
+  std::vector<rdma::CmUdpResolver> resolvers;
+  double start = now_seconds();
+  for (int i = 0; i < kConcurrent; ++i) {
+    uint8_t index = static_cast<uint8_t>(i);
+    auto started = rdma::CmUdpResolver::start(side.cm.channel, reinterpret_cast<sockaddr*>(&destination), nullptr,
+                                              kResolveTimeoutMs, &index, 1);
+    if (!started) return 1;
+    resolvers.push_back(std::move(started.value()));
+  }
+  auto pending = [&] {
+    return std::any_of(resolvers.begin(), resolvers.end(),
+                       [](const rdma::CmUdpResolver& r) { return r.outcome() == rdma::SidrOutcome::kPending; });
+  };
+  for (int round = 0; round < 1000 && pending(); ++round) {
+    int wait = kResolveTimeoutMs;
+    for (const auto& r : resolvers)
+      if (r.outcome() == rdma::SidrOutcome::kPending) wait = std::min(wait, r.remaining_ms());
+    core::Result<rdma::CmEvent> event = side.cm.channel.next_event(wait);
+    if (event) {
+      bool routed = false;
+      for (auto& r : resolvers) {
+        if (r.owns(event.value())) {
+          r.on_event(event.value());
+          routed = true;
+        }
+      }
+      if (!routed) fprintf(stderr, "  (%s of no resolver)\n", rdma::cm_event_name(event.value().type));
+    } else if (event.error() != EAGAIN && event.error() != EINTR) {
+      return 1;
+    }
+    for (auto& r : resolvers) r.check_deadline();
+  }
+  printf("MEASURED: SIDR G: %d resolvers at once on one channel: all done in %.1f ms\n", kConcurrent,
+         elapsed_ms(start));
+  for (int i = 0; i < kConcurrent; ++i) {
+    const rdma::SidrResult& r = resolvers[i].result();
+    // Each answer carries the index its request sent: replies are not crossed.
+    if (r.outcome != rdma::SidrOutcome::kResolved || r.qpn != server_qpn || r.private_data.bytes[0] != i) {
+      fprintf(stderr, "%s: FAILED: G[%d]: %s, qpn %u, answer for %u\n", kProgram, i,
+              rdma::sidr_outcome_name(r.outcome), r.qpn, r.private_data.bytes[0]);
+      return 1;
+    }
+  }
   return 0;
 }
 
@@ -234,6 +311,12 @@ int client(int control) {
   rdma::CmUdpResolver c;
   if (resolve(side, ip, hello.port, request, 8, rdma::SidrOutcome::kRefused, &c, "C (refused)") != 0) return 1;
   printf("MEASURED: refused: %zu bytes of private data\n", c.result().private_data.length);
+  rdma::CmUdpResolver f;
+  if (resolve(side, ip, hello.port, request, 8, rdma::SidrOutcome::kRefused, &f, "F (answer with a wrong qkey)") != 0)
+    return 1;
+  // G: several resolvers at once on one channel, driven as the library
+  // will drive them: events routed by owns(), deadlines checked.
+  if (resolve_concurrently(side, ip, hello.port, hello.qpn) != 0) return 1;
   // D: nobody listens on the next port (nothing else runs in the guest).
   rdma::CmUdpResolver d;
   uint16_t unused = static_cast<uint16_t>(hello.port + 1);

@@ -9,7 +9,8 @@
 // the device's IPv4 address; receives are posted as one chain.
 //
 // Then what rxe does with a datagram one byte over the MTU (recorded, not
-// assumed: the server reports what arrives next), and a SEND_WITH_IMM.
+// assumed: the server reports what arrives next), a SEND_WITH_IMM, and
+// whether a multicast attach and detach are taken.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <unistd.h>
@@ -100,6 +101,18 @@ int server(int control) {
     fprintf(stderr, "%s: FAILED: SIDR request / answer\n", kProgram);
     return 1;
   }
+
+  // Attaching the QP to a multicast group (the IPv4-mapped GID of
+  // 239.255.77.1, as rdma_join_multicast would give on RoCE) and detaching
+  // it: only that the device takes both (no datagram is sent to it).
+  ibv_gid group{};
+  group.raw[10] = group.raw[11] = 0xff;
+  inet_pton(AF_INET, "239.255.77.1", group.raw + 12);
+  auto attached = side.qp.attach_multicast(group, 0);
+  auto detached = attached ? side.qp.detach_multicast(group, 0) : attached;
+  printf("MEASURED: attach_multicast(::ffff:239.255.77.1) %s, detach %s\n",
+         attached ? "ok" : strerror(attached.error()), detached ? "ok" : strerror(detached.error()));
+  if (!attached || !detached) return 1;
 
   rdma::AddressHandle back;
   std::vector<Case> all = cases(side);
@@ -243,7 +256,8 @@ int client(int control) {
   bool posted = post_ud_send(side, ah.value(), peer.qpn, 0, side.mtu_bytes + 1, false, 0, 100);
   ibv_wc sent{};
   const char* completion = "none";
-  if (posted) completion = wait_send(side, kStepMs, &sent, "the oversized send") ? ibv_wc_status_str(sent.status) : "timeout";
+  if (posted)
+    completion = wait_send(side, kStepMs, &sent, "the oversized send") ? ibv_wc_status_str(sent.status) : "timeout";
   fill_pattern(side.send_buffer.data(), kMarkerBytes, 0x4D4B, 0);
   if (!post_ud_send(side, ah.value(), peer.qpn, 0, kMarkerBytes, false, 0, 101) ||
       !wait_send(side, kStepMs, &sent, "the marker") || sent.status != IBV_WC_SUCCESS)
