@@ -98,10 +98,13 @@ struct vsock_stats {
   uint64_t udp_resolution_failures;
   /* Datagrams that came over UD and were dropped: the socket's receive
    * budget (SO_RCVBUF) was full; the header or GRH did not parse; no
-   * socket of this process has that cookie (answered with a REVOKE). */
+   * socket of this process has that cookie (answered with a REVOKE);
+   * fragments (or partial datagrams) reassembly dropped: a bad or
+   * duplicate fragment, memory or time limits. */
   uint64_t udp_drops_budget;
   uint64_t udp_drops_malformed;
   uint64_t udp_drops_unknown_socket;
+  uint64_t udp_drops_reassembly;
   /* REVOKE messages sent (a datagram for a socket that is gone) and
    * received (a peer's socket is gone: its path is forgotten). */
   uint64_t udp_revokes_sent;

@@ -61,6 +61,7 @@ namespace vsock::core {
   X(udp_drops_budget)          \
   X(udp_drops_malformed)       \
   X(udp_drops_unknown_socket)  \
+  X(udp_drops_reassembly)      \
   X(udp_revokes_sent)          \
   X(udp_revokes_received)
 

@@ -140,10 +140,17 @@ void DatagramHub::arrival(const UdArrival& arrival) {
     return;
   }
   if (header.type != wire::DatagramType::kData) return;  // UNREACH: not sent by this version
-  if (header.fragment_count != 1 || (header.flags & wire::kDatagramFlagMulticast)) {
-    // Fragments and multicast are not sent by this version either.
-    core::stat_add(core::Stat::udp_drops_malformed);
+  if (header.flags & wire::kDatagramFlagMulticast) {
+    core::stat_add(core::Stat::udp_drops_malformed);  // not sent by this version
     return;
+  }
+  std::vector<uint8_t> whole;
+  const uint8_t* payload = arrival.payload;
+  size_t length = header.payload_length;
+  if (header.fragment_count != 1) {
+    if (!reassemble(arrival, key, &whole)) return;
+    payload = whole.data();
+    length = whole.size();
   }
   DatagramSocket* socket = nullptr;
   {
@@ -161,8 +168,28 @@ void DatagramHub::arrival(const UdArrival& arrival) {
   }
   UdPath back;
   learn_path(key, arrival, &back);  // replies need no resolution
-  socket->deliver(source, source_length, arrival.payload, header.payload_length);
+  socket->deliver(source, source_length, payload, length);
   socket->release();
+}
+
+bool DatagramHub::reassemble(const UdArrival& arrival, const PathKey& from, std::vector<uint8_t>* whole) {
+  // The sender, folded into the reassembler's opaque name: its QP and
+  // address (the cookie and datagram id complete the key).
+  uint64_t source = uint64_t{arrival.source_qpn} << 32;
+  for (int i = 0; i < 16; ++i) source ^= uint64_t{from.address[i]} << (8 * (i % 4));
+  DatagramKey key{source, arrival.header.source_cookie, arrival.header.datagram_id};
+  FragmentFields fields{arrival.header.total_length, arrival.header.fragment_count, arrival.header.fragment_index};
+  const uint64_t dropped_before = reassembly_drops();
+  FragmentVerdict verdict = reassembler_.add(key, fields, arrival.payload, arrival.header.payload_length,
+                                             static_cast<uint64_t>(core::monotonic_ms()), whole);
+  if (uint64_t dropped = reassembly_drops() - dropped_before)
+    core::stat_add(core::Stat::udp_drops_reassembly, dropped);
+  return verdict == FragmentVerdict::kComplete;
+}
+
+uint64_t DatagramHub::reassembly_drops() const {
+  const ReassemblyCounters& c = reassembler_.counters();
+  return c.bad_layout + c.duplicates + c.mismatched + c.too_large + c.evicted + c.timed_out;
 }
 
 void DatagramHub::send_revoke(const UdArrival& arrival) {

@@ -24,6 +24,7 @@
 
 #include "rdma/device.hpp"
 #include "sock/dgram/path_cache.hpp"
+#include "sock/dgram/reassembler.hpp"
 #include "sock/dgram/ud_endpoint.hpp"
 #include "sock/upgrade/datagram_resolution.hpp"
 
@@ -37,6 +38,12 @@ class DatagramSocket;
 
 class DatagramHub {
  public:
+  // What partial datagrams may hold, process-wide: bytes, datagrams in
+  // progress, and how long a missing fragment is waited for.
+  static constexpr size_t kReassemblyBytes = 4 << 20;
+  static constexpr size_t kReassemblyDatagrams = 256;
+  static constexpr uint64_t kReassemblyMs = 1000;
+
   // The process's hub, made on first call; null when there is no device,
   // no side band, or the endpoint could not be made (sockets stay on the
   // kernel).
@@ -66,6 +73,9 @@ class DatagramHub {
   DatagramHub() = default;
   static void on_arrival(void* context, const UdArrival& arrival);
   void arrival(const UdArrival& arrival);
+  // A fragment: the whole datagram into *whole once complete (true).
+  bool reassemble(const UdArrival& arrival, const PathKey& from, std::vector<uint8_t>* whole);
+  uint64_t reassembly_drops() const;
   void send_revoke(const UdArrival& arrival);
   // The path back to the arrival's sender, learnt if new; null if none.
   bool learn_path(const PathKey& key, const UdArrival& arrival, UdPath* path);
@@ -74,6 +84,9 @@ class DatagramHub {
   UpgradeEngine* engine_ = nullptr;
   std::unique_ptr<UdEndpoint> endpoint_;
   PathCache paths_;
+  // Fragments of datagrams larger than one message (under the endpoint's
+  // lock: arrivals are handled inside its poll).
+  Reassembler reassembler_{ReassemblyLimits{kReassemblyBytes, kReassemblyDatagrams, kReassemblyMs}};
   std::mutex sockets_mu_;
   std::map<uint64_t, DatagramSocket*> sockets_;
   std::atomic<uint64_t> next_cookie_{0};

@@ -192,7 +192,8 @@ void DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_le
   }
   queued_.store(queue_.count(), std::memory_order_release);
   activity_.fetch_add(1, std::memory_order_acq_rel);
-  core::stat_transfer(core::Stat::udp_ud_bytes_received, core::Stat::udp_ud_receives, length);
+  core::stat_add(core::Stat::udp_ud_receives);  // an empty datagram is one too
+  core::stat_add(core::Stat::udp_ud_bytes_received, length);
 }
 
 // ------------------------------------------------------------------ send --
@@ -212,7 +213,7 @@ bool DatagramSocket::send_over_ud(int fd, const msghdr& msg, int flags, const so
       hub->paths().failed(key, now);
     return false;
   }
-  if (found != PathLookup::kResolved || length > hub->endpoint().max_payload()) return false;
+  if (found != PathLookup::kResolved) return false;
   wire::DatagramHeader header;
   {
     std::lock_guard<std::mutex> held(mu_);
@@ -226,11 +227,11 @@ bool DatagramSocket::send_over_ud(int fd, const msghdr& msg, int flags, const so
   header.destination_port = key.port;
   header.destination_cookie = path.cookie;
   header.source_cookie = cookie_;
-  header.total_length = static_cast<uint16_t>(length);
-  header.payload_length = static_cast<uint16_t>(length);
-  rdma::Status sent = hub->endpoint().send(path.ah, path.qpn, header, msg.msg_iov, static_cast<int>(msg.msg_iovlen));
+  rdma::Status sent =
+      hub->endpoint().send_datagram(path.ah, path.qpn, header, msg.msg_iov, static_cast<int>(msg.msg_iovlen), length);
   if (!sent) return false;  // EAGAIN (every slot in flight) or a device error: the kernel takes it
-  core::stat_transfer(core::Stat::udp_ud_bytes_sent, core::Stat::udp_ud_sends, length);
+  core::stat_add(core::Stat::udp_ud_sends);
+  core::stat_add(core::Stat::udp_ud_bytes_sent, length);
   return true;
 }
 

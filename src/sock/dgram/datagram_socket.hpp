@@ -5,10 +5,11 @@
 // from both it and the socket's UD queue, neither starving the other.
 //
 // A datagram goes over UD when its destination is a resolved path (a
-// libvsock socket answered there), it fits one message (the path MTU less
-// the header), and it asks for nothing UD cannot give (control data,
-// MSG_MORE, MSG_OOB, ...); else it goes through the kernel, and an unknown
-// destination is resolved meanwhile (off this thread). A socket can
+// libvsock socket answered there), it is no larger than UDP allows (one
+// message, or fragments the receiving hub reassembles), and it asks for
+// nothing UD cannot give (control data, MSG_MORE, MSG_OOB, ...); else it
+// goes through the kernel, and an unknown destination is resolved
+// meanwhile (off this thread). A socket can
 // receive over UD once it is attached to the hub: when it is bound to an
 // explicit port (it then answers resolutions there), or when it first sent
 // over UD (replies come back the same way).

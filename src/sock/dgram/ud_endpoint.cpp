@@ -1,5 +1,7 @@
 #include "sock/dgram/ud_endpoint.hpp"
 
+#include "sock/dgram/fragmenter.hpp"
+
 #include <cerrno>
 #include <cstring>
 
@@ -10,6 +12,9 @@ namespace {
 size_t mtu_bytes_of(ibv_mtu mtu) { return size_t{128} << static_cast<int>(mtu); }
 
 constexpr int kPollBatch = 16;
+// The most fragments one datagram may have at the smallest budget we
+// send with (a 1024-byte MTU: 984 bytes each, 67 for 65,507 bytes).
+constexpr uint32_t kMaxChain = 128;
 
 }  // namespace
 
@@ -96,46 +101,87 @@ void UdEndpoint::reap_sends() {
   }
 }
 
+void UdEndpoint::fill_slot(const wire::DatagramHeader& header, const iovec* iov, int count, size_t offset,
+                           size_t length, ibv_ah* ah, uint32_t qpn, ibv_send_wr* wr, ibv_sge* sge) {
+  const uint64_t number = posted_sends_++;
+  uint8_t* slot = send_pool_.data() + (number % config_.send_slots) * mtu_bytes_;
+  wire::encode(header, slot);
+  // Gathers `length` bytes starting `offset` bytes into the iovecs.
+  size_t skipped = 0, copied = 0;
+  for (int i = 0; i < count && copied < length; ++i) {
+    size_t piece = iov[i].iov_len;
+    const uint8_t* base = static_cast<const uint8_t*>(iov[i].iov_base);
+    if (skipped + piece <= offset) {
+      skipped += piece;
+      continue;
+    }
+    size_t start = offset > skipped ? offset - skipped : 0;
+    size_t take = piece - start < length - copied ? piece - start : length - copied;
+    std::memcpy(slot + wire::kDatagramHeaderSize + copied, base + start, take);
+    copied += take;
+    skipped += piece;
+  }
+  const uint32_t bytes = static_cast<uint32_t>(wire::kDatagramHeaderSize + length);
+  *sge = ibv_sge{reinterpret_cast<uintptr_t>(slot), bytes, send_pool_.lkey()};
+  *wr = ibv_send_wr{};
+  wr->wr_id = number;
+  wr->sg_list = sge;
+  wr->num_sge = 1;
+  wr->opcode = IBV_WR_SEND;
+  // A completion every few sends frees the slots before it; the last slot
+  // of the pool always asks, so a full pool always has one coming.
+  const bool signal = (number + 1) % config_.signal_every == 0 || (number + 1) % config_.send_slots == 0;
+  wr->send_flags = (signal ? IBV_SEND_SIGNALED : 0) | (bytes <= qp_.max_inline_data() ? IBV_SEND_INLINE : 0);
+  wr->wr.ud.ah = ah;
+  wr->wr.ud.remote_qpn = qpn;
+  wr->wr.ud.remote_qkey = qp_.qkey();
+  ++counters_.sent;
+}
+
 rdma::Status UdEndpoint::send(ibv_ah* ah, uint32_t qpn, const wire::DatagramHeader& header, const iovec* iov,
                               int count) {
   const size_t payload = header.payload_length;
   if (payload > max_payload()) return rdma::Status::fail(EMSGSIZE);
+  size_t available = 0;
+  for (int i = 0; i < count; ++i) available += iov[i].iov_len;
+  if (available < payload) return rdma::Status::fail(EMSGSIZE);
   std::lock_guard<std::mutex> lock(mu_);
   if (posted_sends_ - completed_sends_ >= config_.send_slots) reap_sends();
   if (posted_sends_ - completed_sends_ >= config_.send_slots) {
     ++counters_.slots_exhausted;
     return rdma::Status::fail(EAGAIN);
   }
-  const uint64_t number = posted_sends_;
-  uint8_t* slot = send_pool_.data() + (number % config_.send_slots) * mtu_bytes_;
-  wire::encode(header, slot);
-  size_t copied = 0;
-  for (int i = 0; i < count && copied < payload; ++i) {
-    size_t piece = iov[i].iov_len < payload - copied ? iov[i].iov_len : payload - copied;
-    if (piece > 0) std::memcpy(slot + wire::kDatagramHeaderSize + copied, iov[i].iov_base, piece);
-    copied += piece;
-  }
-  if (copied < payload) return rdma::Status::fail(EMSGSIZE);
-  const uint32_t length = static_cast<uint32_t>(wire::kDatagramHeaderSize + payload);
+  ibv_send_wr wr;
+  ibv_sge sge;
+  fill_slot(header, iov, count, 0, payload, ah, qpn, &wr, &sge);
+  return qp_.post_send(&wr);
+}
 
-  ibv_sge sge{reinterpret_cast<uintptr_t>(slot), length, send_pool_.lkey()};
-  ibv_send_wr wr{};
-  wr.wr_id = number;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = IBV_WR_SEND;
-  // A completion every few sends frees the slots before it; the last slot
-  // of the pool always asks, so a full pool always has one coming.
-  const bool signal = (number + 1) % config_.signal_every == 0 || (number + 1) % config_.send_slots == 0;
-  wr.send_flags = (signal ? IBV_SEND_SIGNALED : 0) | (length <= qp_.max_inline_data() ? IBV_SEND_INLINE : 0);
-  wr.wr.ud.ah = ah;
-  wr.wr.ud.remote_qpn = qpn;
-  wr.wr.ud.remote_qkey = qp_.qkey();
-  rdma::Status posted = qp_.post_send(&wr);
-  if (!posted) return posted;
-  ++posted_sends_;
-  ++counters_.sent;
-  return rdma::ok_status();
+rdma::Status UdEndpoint::send_datagram(ibv_ah* ah, uint32_t qpn, const wire::DatagramHeader& header,
+                                       const iovec* iov, int count, size_t length) {
+  core::Result<FragmentPlan> plan = plan_fragments(length, max_payload());
+  if (!plan) return rdma::Status::fail(plan.error());
+  const uint32_t fragments = plan.value().count;
+  if (fragments > config_.send_slots || fragments > kMaxChain) return rdma::Status::fail(EMSGSIZE);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (posted_sends_ - completed_sends_ + fragments > config_.send_slots) reap_sends();
+  if (posted_sends_ - completed_sends_ + fragments > config_.send_slots) {
+    ++counters_.slots_exhausted;
+    return rdma::Status::fail(EAGAIN);
+  }
+  ibv_send_wr wrs[kMaxChain];
+  ibv_sge sges[kMaxChain];
+  wire::DatagramHeader fragment = header;
+  fragment.fragment_count = static_cast<uint16_t>(fragments);
+  fragment.total_length = static_cast<uint16_t>(length);
+  for (uint32_t i = 0; i < fragments; ++i) {
+    wire::FragmentSpan span = fragment_at(plan.value(), i).value();
+    fragment.fragment_index = static_cast<uint16_t>(i);
+    fragment.payload_length = static_cast<uint16_t>(span.length);
+    fill_slot(fragment, iov, count, span.offset, span.length, ah, qpn, &wrs[i], &sges[i]);
+    wrs[i].next = i + 1 < fragments ? &wrs[i + 1] : nullptr;
+  }
+  return qp_.post_send(wrs);
 }
 
 int UdEndpoint::poll(ArrivalHandler handler, void* context, int max) {

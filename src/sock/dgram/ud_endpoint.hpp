@@ -93,6 +93,15 @@ class UdEndpoint {
   // when the iovecs hold less than payload_length; EAGAIN when every slot
   // is in flight; a verbs error else.
   rdma::Status send(ibv_ah* ah, uint32_t qpn, const wire::DatagramHeader& header, const iovec* iov, int count);
+  // Sends a whole datagram of `length` bytes (gathered from iov): one
+  // message, or the fewest fragments the MTU allows (fragmenter.hpp), all
+  // posted as one chain (one doorbell) once there are slots for all of
+  // them, so that a datagram never goes out in part. `header` gives the
+  // type, flags, ports, cookies and datagram id; the fragment fields are
+  // filled here. EMSGSIZE above wire::kMaxDatagramSize, EAGAIN without
+  // room (at most send_slots fragments fit at all).
+  rdma::Status send_datagram(ibv_ah* ah, uint32_t qpn, const wire::DatagramHeader& header, const iovec* iov,
+                             int count, size_t length);
 
   // Takes up to `max` arrivals, hands each good one to handler(context, ·)
   // and posts the buffers again. Returns how many completions it took (0:
@@ -108,6 +117,10 @@ class UdEndpoint {
  private:
   UdEndpoint() = default;
   rdma::Status post_receives(const uint32_t* indexes, size_t count);
+  // Copies header + `length` bytes from `offset` of the iovecs into the
+  // next slot and fills `wr`/`sge` for it (under mu_, room checked).
+  void fill_slot(const wire::DatagramHeader& header, const iovec* iov, int count, size_t offset, size_t length,
+                 ibv_ah* ah, uint32_t qpn, ibv_send_wr* wr, ibv_sge* sge);
   void reap_sends();
   uint8_t* receive_buffer(uint32_t index) const { return receive_pool_.data() + size_t{index} * receive_stride_; }
 

@@ -1,0 +1,71 @@
+#!/bin/bash
+# run_udp_pair.sh UDP_PAIR PRELOAD: UDP over UD (DESIGN decision 5) with an
+# unmodified echo pair (udp_pair.c) on the device's address.
+#
+#   1. both ends preloaded, the server waiting in recvfrom, poll and epoll:
+#      every echo byte-exact, none lost, and the datagrams went over UD —
+#      at least 90% of each side's sends (the first ones go through the
+#      kernel while the destination is resolved), fragments included, and
+#      the device's sent-packet counter grew;
+#   2. mixed: a plain server with a preloaded client, and the reverse: every
+#      echo byte-exact, nothing over UD (the plain side has no libvsock to
+#      answer a resolution, so the preloaded side stays on the kernel);
+#   3. the kernel alone, for the figure beside it.
+# Prints MEASURED lines (seconds per run) and exits 0 when all held.
+source "$(dirname "$0")/../upgrade/upgrade_test_lib.sh"
+[ $# -eq 2 ] || { echo "usage: $0 UDP_PAIR PRELOAD"; exit 2; }
+pair=$(ut_abs "$1") preload=$(ut_abs "$2")
+addr=$(ut_address)
+count=${VSOCK_UDP_PAIR_COUNT:-1100}
+work=$(mktemp -d /tmp/udp_pair.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+cd /tmp || exit 1
+counter=/sys/class/infiniband/${RXE_VM_DEVICE:-rxe0}/ports/1/hw_counters/sent_pkts
+
+# run NAME SERVER_PRELOAD CLIENT_PRELOAD WAIT: one pair; sets SECS.
+run() {
+  local name=$1 server_lib=$2 client_lib=$3 wait=$4 port server status
+  env ${server_lib:+LD_PRELOAD=$server_lib} VSOCK_STATS=1 "$pair" server "$addr" "$wait" \
+    >"$work/$name.server" 2>"$work/$name.server.err" &
+  server=$!
+  port=$(ut_wait_line "$work/$name.server" '^READY ' 30 "$server") || ut_fail "$name: server did not start: $(cat "$work/$name.server.err")"
+  timeout 300 env ${client_lib:+LD_PRELOAD=$client_lib} VSOCK_STATS=1 "$pair" client "$addr" "$port" "$count" "$wait" \
+    >"$work/$name.client" 2>"$work/$name.client.err"
+  status=$?
+  ut_wait_pid "$server" 30 >/dev/null
+  echo "$name: client: $(cat "$work/$name.client") | $(grep -h 'udp_pair:' "$work/$name.client.err" | head -3)"
+  [ $status -eq 0 ] || ut_fail "$name: the client saw lost or wrong echoes (status $status)"
+  SECS=$(sed -n 's/.* in \([0-9.]*\) s$/\1/p' "$work/$name.client")
+}
+
+# sends NAME SIDE: "ud=N kernel=M" of that side's stats.
+sends() {
+  echo "$(ut_stats "$work/$1.$2.err" udp_ud_sends udp_kernel_sends udp_ud_receives udp_resolutions udp_drops_reassembly udp_drops_budget)"
+}
+
+for wait in block poll epoll; do
+  before=$(cat "$counter" 2>/dev/null || echo 0)
+  run "both-$wait" "$preload" "$preload" "$wait"
+  after=$(cat "$counter" 2>/dev/null || echo 0)
+  for side in server client; do
+    stats=$(sends "both-$wait" "$side")
+    echo "both-$wait $side: $stats"
+    ud=$(ut_stat "$work/both-$wait.$side.err" udp_ud_sends)
+    [ -n "$ud" ] || ut_fail "both-$wait $side: no stats line (was libvsock loaded?)"
+    [ "$ud" -ge $((count * 9 / 10)) ] || ut_fail "both-$wait $side: only $ud of $count datagrams went over UD"
+  done
+  echo "both-$wait: device sent_pkts grew by $((after - before))"
+  [ $((after - before)) -ge "$count" ] || ut_fail "both-$wait: the device sent only $((after - before)) packets"
+  echo "MEASURED udp echo ($wait, both preloaded): $SECS s for $count datagrams"
+done
+
+run "plain-server" "" "$preload" block
+ud=$(ut_stat "$work/plain-server.client.err" udp_ud_sends)
+[ "${ud:-0}" -eq 0 ] || ut_fail "plain-server: the preloaded client sent $ud datagrams over UD to a plain server"
+run "plain-client" "$preload" "" block
+ud=$(ut_stat "$work/plain-client.server.err" udp_ud_sends)
+[ "${ud:-0}" -eq 0 ] || ut_fail "plain-client: the preloaded server sent $ud datagrams over UD to a plain client"
+
+run kernel "" "" block
+echo "MEASURED udp echo (block, kernel): $SECS s for $count datagrams"
+echo "PASS"
