@@ -38,7 +38,7 @@ enum class KernelWhy : uint8_t {
   kRule,             // a rule or VSOCK_TCP/VSOCK_UDP=kernel
   kNoDevice,
   kOption,           // an option the RDMA path cannot honour
-  kDatagram,         // UDP: datagrams stay on the kernel in this version
+  kDatagram,         // UDP: not bound, and sent nothing to a libvsock peer (yet)
   kDeclined,         // the upgrade was not attempted after all (e.g. handed over before it began)
   kRejected,
   kNoListener,       // the peer runs no libvsock on that port

@@ -1,3 +1,4 @@
+#include "sock/dgram/datagram_socket.hpp"
 #include "sock/socket_report.hpp"
 
 #include <arpa/inet.h>
@@ -131,7 +132,21 @@ bool report_socket(int fd, const SocketRef& ref, core::SocketRecord* row) {
   core::SocketPath path = core::SocketPath::kKernel;
   core::KernelWhy why = why_of_registry(registry_reason);
   if (state->type == SOCK_DGRAM) {
-    if (why == core::KernelWhy::kUndecided) why = core::KernelWhy::kDatagram;
+    dgram::DatagramSocket* datagram = state->datagram.load(std::memory_order_acquire);
+    dgram::DatagramSocket::Snapshot snapshot;
+    if (datagram != nullptr) snapshot = datagram->snapshot();  // our ref keeps it alive
+    if (snapshot.on_ud) {
+      path = core::SocketPath::kRdma;
+      why = core::KernelWhy::kNone;
+    } else if (snapshot.left_ud && why == core::KernelWhy::kUndecided) {
+      path = core::SocketPath::kReverted;
+      why = core::KernelWhy::kHandedOff;
+    } else if (why == core::KernelWhy::kUndecided) {
+      why = core::KernelWhy::kDatagram;
+    }
+    row->rdma_bytes_sent = snapshot.ud_bytes_sent;
+    row->rdma_bytes_received = snapshot.ud_bytes_received;
+    row->rdma_readable = snapshot.queued;
   } else if (role == SocketRole::kListener) {
     path = core::SocketPath::kListening;
     why = core::KernelWhy::kNone;

@@ -192,6 +192,7 @@ void DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_le
   }
   queued_.store(queue_.count(), std::memory_order_release);
   activity_.fetch_add(1, std::memory_order_acq_rel);
+  ud_bytes_received_ += length;
   core::stat_add(core::Stat::udp_ud_receives);  // an empty datagram is one too
   core::stat_add(core::Stat::udp_ud_bytes_received, length);
 }
@@ -232,6 +233,8 @@ bool DatagramSocket::send_over_ud(int fd, const msghdr& msg, int flags, const so
   if (!sent) return false;  // EAGAIN (every slot in flight) or a device error: the kernel takes it
   core::stat_add(core::Stat::udp_ud_sends);
   core::stat_add(core::Stat::udp_ud_bytes_sent, length);
+  std::lock_guard<std::mutex> held(mu_);
+  ud_bytes_sent_ += length;
   return true;
 }
 
@@ -360,6 +363,17 @@ core::Result<size_t> DatagramSocket::receive_message(int fd, msghdr& msg, int fl
 }
 
 // ----------------------------------------------------------------- other --
+
+DatagramSocket::Snapshot DatagramSocket::snapshot() {
+  std::lock_guard<std::mutex> held(mu_);
+  Snapshot s;
+  s.on_ud = hub_ != nullptr;
+  s.left_ud = leaving_;
+  s.ud_bytes_sent = ud_bytes_sent_;
+  s.ud_bytes_received = ud_bytes_received_;
+  s.queued = queue_.count();
+  return s;
+}
 
 core::Result<bool> DatagramSocket::shutdown(int fd, int how) {
   using R = core::Result<bool>;

@@ -65,6 +65,16 @@ class DatagramSocket final : public ManagedSocket {
   // The last fd was closed.
   void on_last_close();
 
+  // What vsock-stat shows of the socket (socket_report.cpp).
+  struct Snapshot {
+    bool on_ud = false;   // attached: datagrams can come over UD
+    bool left_ud = false; // it left UD (fork, SCM_RIGHTS, an option)
+    uint64_t ud_bytes_sent = 0;
+    uint64_t ud_bytes_received = 0;
+    uint64_t queued = 0;  // datagrams waiting in the UD queue
+  };
+  Snapshot snapshot();
+
   // --- the hub's delivery (DatagramHub::progress) ---
   uint64_t cookie() const { return cookie_; }
   void deliver(const sockaddr_storage& source, socklen_t source_length, const uint8_t* payload, size_t length);
@@ -121,6 +131,8 @@ class DatagramSocket final : public ManagedSocket {
   sockaddr_storage peer_{};
   socklen_t peer_length_ = 0;
   uint32_t next_datagram_id_ = 1;
+  uint64_t ud_bytes_sent_ = 0;
+  uint64_t ud_bytes_received_ = 0;
   bool prefer_kernel_ = false;  // the last receive came from the UD queue
   ReceiveQueue queue_;
 };
