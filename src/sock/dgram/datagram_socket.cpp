@@ -180,6 +180,7 @@ void DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_le
   }
   datagram.bytes.assign(payload, payload + length);
   std::lock_guard<std::mutex> held(mu_);
+  if (leaving_) return;  // it left UD while this was on its way: lost, as UDP may
   if (connected_) {
     // A connected socket hears only its peer, as the kernel's.
     PathKey from;
