@@ -35,12 +35,24 @@ VSOCK_EXPORT int bind(int fd, const sockaddr* addr, socklen_t len) {
 }
 
 VSOCK_EXPORT int listen(int fd, int backlog) {
-  int rc = real().listen(fd, backlog);
-  if (rc == 0 && !sys::in_library()) {
+  if (sys::in_library()) return real().listen(fd, backlog);
+  // A socket bound to its port listens in rdma_cm first: a client can
+  // connect (and then ask for its upgrade) as soon as the kernel listens.
+  sock::SocketRef s;
+  bool early = false;
+  {
     ErrnoKeeper keep;
-    if (sock::SocketRef s = sock::lookup_socket(fd)) {
+    s = sock::lookup_socket(fd);
+    if (s && sock::bound_port(fd) != 0) early = sock::on_listening(fd, s.get());
+  }
+  int rc = real().listen(fd, backlog);
+  if (s) {
+    ErrnoKeeper keep;
+    if (rc == 0) {
       s->role.store(sock::SocketRole::kListener);
-      sock::on_listening(fd, s.get());
+      if (!early) sock::on_listening(fd, s.get());
+    } else if (early) {
+      sock::on_listen_failed(s.get());
     }
   }
   return rc;

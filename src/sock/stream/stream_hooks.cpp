@@ -84,15 +84,25 @@ void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t pe
     stream->hold_writes_until_settled(bound);
 }
 
-void on_listening(int fd, SocketState* state) {
+uint16_t bound_port(int fd) {
+  sockaddr_storage local{};
+  socklen_t len = sizeof local;
+  if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return 0;
+  if (local.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
+  if (local.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
+  return 0;
+}
+
+bool on_listening(int fd, SocketState* state) {
   sockaddr_storage local{};
   socklen_t len = sizeof local;
   sys::ReentryGuard guard;
-  if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return;
-  if (!offload_allowed(state, core::Role::kServer, reinterpret_cast<sockaddr*>(&local))) return;
-  if (state->listen_key.load() != 0) return;  // listen() again: already listening
+  if (state->type != SOCK_STREAM) return false;
+  if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return false;
+  if (!offload_allowed(state, core::Role::kServer, reinterpret_cast<sockaddr*>(&local))) return false;
+  if (state->listen_key.load() != 0) return false;  // listen() again: already listening
   UpgradeEngine* engine = upgrade_engine();
-  if (engine == nullptr) return;
+  if (engine == nullptr) return false;
   // Where the processes that will share this listener meet (a board per
   // listen(); none if no mapping can be made: then only this process
   // upgrades its connections).
@@ -101,9 +111,18 @@ void on_listening(int fd, SocketState* state) {
   uint64_t expected = 0;
   if (key != 0 && !state->listen_key.compare_exchange_strong(expected, key)) {
     engine->stop_listening(key);
-    return;
+    return false;
   }
   if (key != 0 && board) remember_listener_board(state, std::move(board));
+  return key != 0;
+}
+
+void on_listen_failed(SocketState* state) {
+  uint64_t key = state->listen_key.exchange(0);
+  if (key == 0) return;
+  sys::ReentryGuard guard;
+  forget_listener_board(state);
+  if (UpgradeEngine* engine = running_upgrade_engine()) engine->stop_listening(key);
 }
 
 void on_accepted(int fd, SocketState* listener, SocketState* accepted) {

@@ -22,8 +22,13 @@ inline StreamSocket* managed_stream(const SocketRef& ref) {
 // blocking connect then waits for its outcome (upgrade_timeout_ms at most).
 void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t peer_len, bool blocking_done);
 
-// listen() succeeded: listen in rdma_cm too.
-void on_listening(int fd, SocketState* state);
+// listen() is about to be called (the socket is bound: bound_port() is not
+// 0), or succeeded: listen in rdma_cm too. True if it started listening
+// now; on_listen_failed() undoes it when the kernel's listen() failed.
+bool on_listening(int fd, SocketState* state);
+void on_listen_failed(SocketState* state);
+// The port `fd` is bound to (host order), 0 if none yet.
+uint16_t bound_port(int fd);
 
 // accept() returned `fd` (already registered as `accepted`) on `listener`.
 void on_accepted(int fd, SocketState* listener, SocketState* accepted);
