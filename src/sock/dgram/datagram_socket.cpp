@@ -202,6 +202,9 @@ void DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_le
 
 bool DatagramSocket::send_over_ud(int fd, const msghdr& msg, int flags, const sockaddr* to, socklen_t to_length) {
   PathKey key;
+  // An address of another family than the socket's is the kernel's to
+  // refuse (an IPv6 socket may send to IPv4 addresses, not the reverse).
+  if (domain_ == AF_INET && to->sa_family != AF_INET) return false;
   if (!path_key_of(to, to_length, &key) || is_loopback(key) || !is_unicast(key)) return false;
   if (msg.msg_controllen != 0 || (flags & ~kUdSendFlags) != 0) return false;
   DatagramHub* hub = DatagramHub::get();
