@@ -7,8 +7,8 @@
 # VSOCK_APP_REQUESTS (default 1000) messages of 1 B-20 KiB over
 # VSOCK_APP_CONNECTIONS (default 50) concurrent TCP connections, one round
 # trip at a time on each, every echo compared byte for byte (asyncio then
-# also echoes a tenth as many UDP datagrams, on the kernel: the library does
-# not offload UDP yet). ctest runs it in the Soft-RoCE VM through
+# also echoes a tenth as many UDP datagrams, checked the same way; they go
+# over UD once the client's side band has resolved the server's port). ctest runs it in the Soft-RoCE VM through
 # tests/rxe/with-device.sh and tests/upgrade/on_device_address.sh.
 #
 # Passes when the client matched every echo, the server exits 0 on SIGTERM,
