@@ -23,7 +23,8 @@
 // server's echo has somewhere to go either way. Every wait and loop is
 // bounded. Exit 0 when every expectation held, 1 when one did not, 77 when
 // there is no device. VSOCK_HOSTILE_UD_FLOOD (default 20000) and
-// VSOCK_HOSTILE_UD_BOMB (default 2000) change the counts.
+// VSOCK_HOSTILE_UD_BOMB (default 2000) change the counts,
+// VSOCK_HOSTILE_UD_MODES (default 123456) which modes run in which order.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -810,12 +811,21 @@ int run(int argc, char** argv) {
   if (rc != 0) return rc;
   Outcome out;
   uint32_t next_id = 1;
-  mode_garbage(peer, &out);
-  mode_bad_headers(peer, &out, &next_id);
-  mode_unknown_cookie(peer, &out, &next_id);
-  mode_fragment_bomb(peer, &out, &next_id, server_pid, bomb);
-  mode_fragments(peer, &out, &next_id);
-  mode_flood(peer, &out, &next_id, server_pid, flood);
+  // VSOCK_HOSTILE_UD_MODES: which modes, in which order (digits 1-6;
+  // default 123456), e.g. to run one alone while looking at it.
+  const char* modes = getenv("VSOCK_HOSTILE_UD_MODES");
+  if (modes == nullptr || *modes == '\0') modes = "123456";
+  for (const char* m = modes; *m; ++m) {
+    switch (*m) {
+      case '1': mode_garbage(peer, &out); break;
+      case '2': mode_bad_headers(peer, &out, &next_id); break;
+      case '3': mode_unknown_cookie(peer, &out, &next_id); break;
+      case '4': mode_fragment_bomb(peer, &out, &next_id, server_pid, bomb); break;
+      case '5': mode_fragments(peer, &out, &next_id); break;
+      case '6': mode_flood(peer, &out, &next_id, server_pid, flood); break;
+      default: break;
+    }
+  }
   if (peer.send_errors() != 0)
     printf("%s: note: %llu send completions with an error\n", kProgram,
            static_cast<unsigned long long>(peer.send_errors()));

@@ -16,7 +16,7 @@ source "$(dirname "$0")/../upgrade/upgrade_test_lib.sh"
 [ $# -eq 3 ] || { echo "usage: $0 HOSTILE_UD UDP_PAIR PRELOAD"; exit 2; }
 hostile=$(ut_abs "$1") pair=$(ut_abs "$2") preload=$(ut_abs "$3")
 addr=$(ut_address)
-count=${VSOCK_HOSTILE_UD_CLIENT_COUNT:-550}
+count=${VSOCK_HOSTILE_UD_CLIENT_COUNT:-330}
 work=$(mktemp -d /tmp/hostile_ud.XXXXXX)
 server=
 cleanup() {
@@ -57,7 +57,7 @@ else
   ut_fail "the server died during hostile_ud (status $rc); $(printf '%s; ' "${failures[@]}")"
 fi
 
-timeout 300 env LD_PRELOAD="$preload" VSOCK_STATS=1 "$pair" client "$addr" "$port" "$count" epoll \
+timeout 200 env LD_PRELOAD="$preload" VSOCK_STATS=1 "$pair" client "$addr" "$port" "$count" epoll \
   >"$work/client.out" 2>"$work/client.err"
 status=$?
 echo "good client: $(cat "$work/client.out") | $(grep -h 'udp_pair:' "$work/client.err" | head -3)"
@@ -78,7 +78,18 @@ for _ in 1 2 3 4 5 6 7 8 9 10; do
   kill -0 "$server" 2>/dev/null || break
   echo -n QUIT >"/dev/udp/$addr/$port" 2>/dev/null
 done
-ut_wait_pid "$server" 30 >/dev/null
+# A server that did not take the QUIT: where its threads are, before the kill.
+if kill -0 "$server" 2>/dev/null; then
+  echo "server: still running after QUIT; its threads:"
+  for task in /proc/"$server"/task/*; do
+    echo "  thread ${task##*/}: $(awk '{print "state", $3}' "$task/stat" 2>/dev/null) wchan $(cat "$task/wchan" 2>/dev/null)"
+  done
+  if command -v gdb >/dev/null; then
+    timeout 60 gdb -q -batch -p "$server" -ex 'thread apply all bt 12' 2>/dev/null |
+      grep -E '^(Thread|#)' | sed 's/^/  gdb: /' | head -60
+  fi
+fi
+ut_wait_pid "$server" 5 >/dev/null
 rc=$?
 server=
 echo "server: $(cat "$work/server.out" | tail -1), exit status $rc"
