@@ -45,7 +45,13 @@ if [ $status -eq 77 ]; then
   echo "SKIPPED: hostile_ud found no device"
   exit 77
 fi
-[ $status -eq 0 ] || fail "hostile_ud: an expectation did not hold (status $status)"
+if [ $status -ne 0 ]; then
+  fail "hostile_ud: an expectation did not hold (status $status)"
+  # A server that stopped answering costs the client 1 s a datagram: a
+  # short run still tells whether it answers.
+  count=$(( count < 22 ? count : 22 ))
+  echo "good client: $count datagrams only, after that failure"
+fi
 
 if kill -0 "$server" 2>/dev/null; then
   echo "server: alive after hostile_ud"
