@@ -18,13 +18,18 @@
 //                   back byte-exact (over UD to our QP, or through the
 //                   kernel to our UDP port; which one is printed);
 //   6 flood         many valid small DATA without reading the echoes: the
-//                   server answers a marker datagram afterwards.
+//                   server answers a marker datagram afterwards;
+//   7 path churn    DATA from 4,200 distinct source cookies (each a path
+//                   back the server learns, with an address handle), then
+//                   a new sender (another port of ours): its echo must
+//                   still come over UD.
 // Our source port is a real UDP port (a kernel socket bound on ADDR), so the
 // server's echo has somewhere to go either way. Every wait and loop is
 // bounded. Exit 0 when every expectation held, 1 when one did not, 77 when
 // there is no device. VSOCK_HOSTILE_UD_FLOOD (default 20000) and
-// VSOCK_HOSTILE_UD_BOMB (default 2000) change the counts,
-// VSOCK_HOSTILE_UD_MODES (default 123456) which modes run in which order.
+// VSOCK_HOSTILE_UD_BOMB (default 2000), VSOCK_HOSTILE_UD_CHURN (default
+// 4200) change the counts, VSOCK_HOSTILE_UD_MODES (default 1234567)
+// which modes run in which order.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -120,6 +125,9 @@ class Peer {
   int watch(int timeout_ms, const std::function<bool(const Arrival&)>& seen, bool repost = true);
   // Posts again every receive buffer taken while not reposting.
   bool repost_all();
+  // Binds another kernel UDP socket on ADDR: its port becomes our source
+  // port (a destination the server has not seen yet).
+  bool new_port();
 
   DatagramHeader data_header(uint32_t id, uint64_t destination_cookie) const {
     DatagramHeader h;
@@ -134,6 +142,7 @@ class Peer {
 
   uint64_t server_cookie() const { return server_cookie_; }
   uint64_t my_cookie() const { return my_cookie_; }
+  void set_my_cookie(uint64_t cookie) { my_cookie_ = cookie; }
   uint16_t my_port() const { return my_port_; }
   uint16_t server_port() const { return server_port_; }
   uint32_t server_qpn() const { return server_qpn_; }
@@ -160,6 +169,7 @@ class Peer {
   uint16_t my_port_ = 0;
   uint16_t server_port_ = 0;
   int kernel_fd_ = -1;
+  std::string ip_;
 };
 
 int Peer::open(const std::string& ip, uint16_t server_port) {
@@ -198,16 +208,8 @@ int Peer::open(const std::string& ip, uint16_t server_port) {
   if (!repost_all()) return 1;
 
   // A real UDP port of ours on ADDR: the source port of everything we send.
-  kernel_fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
-  sockaddr_storage local{};
-  if (kernel_fd_ < 0 || !make_address(ip, 0, &local) ||
-      bind(kernel_fd_, reinterpret_cast<sockaddr*>(&local), sizeof(sockaddr_in)) != 0) {
-    fprintf(stderr, "%s: FAILED: binding a UDP socket on %s: %s\n", kProgram, ip.c_str(), strerror(errno));
-    return 1;
-  }
-  socklen_t length = sizeof local;
-  getsockname(kernel_fd_, reinterpret_cast<sockaddr*>(&local), &length);
-  my_port_ = ntohs(reinterpret_cast<sockaddr_in&>(local).sin_port);
+  ip_ = ip;
+  if (!new_port()) return 1;
   std::random_device seed;
   std::mt19937_64 random(seed());
   do my_cookie_ = random(); while (my_cookie_ == 0);
@@ -245,6 +247,23 @@ int Peer::open(const std::string& ip, uint16_t server_port) {
          kProgram, qp_.qpn(), my_port_, static_cast<unsigned long long>(my_cookie_), mtu_, ip.c_str(), server_port,
          server_qpn_, result.qkey, static_cast<unsigned long long>(server_cookie_));
   return 0;
+}
+
+bool Peer::new_port() {
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK, 0);
+  sockaddr_storage local{};
+  if (fd < 0 || !make_address(ip_, 0, &local) ||
+      bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(sockaddr_in)) != 0) {
+    fprintf(stderr, "%s: FAILED: binding a UDP socket on %s: %s\n", kProgram, ip_.c_str(), strerror(errno));
+    if (fd >= 0) close(fd);
+    return false;
+  }
+  socklen_t length = sizeof local;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length);
+  if (kernel_fd_ >= 0) close(kernel_fd_);
+  kernel_fd_ = fd;
+  my_port_ = ntohs(reinterpret_cast<sockaddr_in&>(local).sin_port);
+  return true;
 }
 
 bool Peer::repost_all() {
@@ -795,6 +814,53 @@ void mode_flood(Peer& peer, Outcome* out, uint32_t* next_id, int server_pid, lon
   if (path.empty() || !exact) out->fail("flood", "the server does not answer afterwards");
 }
 
+// Many distinct senders as the server sees them (one source cookie each,
+// from our one address and port): each teaches the server a path back,
+// with an address handle of its own. Then a sender it has never seen (a
+// new port, a new cookie): its echo must still come over UD.
+void mode_path_churn(Peer& peer, Outcome* out, uint32_t* next_id, int server_pid, long count) {
+  const uint64_t base = peer.my_cookie();
+  uint8_t payload[16] = {};
+  long sent = 0;
+  for (long i = 0; i < count; ++i) {
+    peer.set_my_cookie(base ^ (0x1000000ull * static_cast<uint64_t>(i + 1)));
+    DatagramHeader h = peer.data_header((*next_id)++, peer.server_cookie());
+    h.total_length = sizeof payload;
+    h.payload_length = sizeof payload;
+    if (!peer.send_message(h, payload, sizeof payload)) break;
+    ++sent;
+    if (i % 128 == 127) {
+      // Paced: each is an ibv_create_ah in the server; the point is how
+      // many it keeps, not how many the device drops.
+      peer.drain_sends(kReplyMs);
+      peer.watch(30, [](const Arrival&) { return false; });
+    }
+  }
+  peer.drain_sends(kReplyMs);
+  int echoes = peer.watch(1000, [](const Arrival&) { return false; });
+  // A newcomer: another port of ours, another cookie.
+  peer.set_my_cookie(base ^ 0x77);
+  bool ok_port = peer.new_port();
+  bool exact = false;
+  std::string path;
+  int attempts = 0, fragments_seen = 0, other = 0;
+  for (; ok_port && attempts < kAttempts && path.empty(); ++attempts) {
+    const uint32_t seed = 9000 + attempts;
+    if (!send_fragmented(peer, (*next_id)++, seed, 200, {0}, 1)) break;
+    peer.drain_sends(kReplyMs);
+    path = await_echo(peer, seed, 200, kReplyMs, &exact, &fragments_seen, &other);
+  }
+  printf("%s: mode 7 path churn: sent %ld DATA of 16 B from one address and port with %ld distinct source cookies, "
+         "%d echoes came back; then a new sender (port %u): its echo came %s%s; server %s\n",
+         kProgram, sent, sent, echoes, peer.my_port(), path.empty() ? "NOT AT ALL" : ("over " + path).c_str(),
+         path.empty() ? "" : (exact ? ", byte-exact" : ", WRONG"), alive(server_pid) ? "alive" : "GONE");
+  if (sent != count) out->fail("path churn", "could not send every datagram");
+  if (!alive(server_pid)) out->fail("path churn", "the server died");
+  if (path.empty() || !exact) out->fail("path churn", "the new sender got no echo");
+  else if (path != "UD")
+    out->fail("path churn", "the server no longer sends over UD to a new peer: one peer used up its address handles");
+}
+
 int run(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   if (argc < 3 || argc > 4) {
@@ -806,15 +872,16 @@ int run(int argc, char** argv) {
   int server_pid = argc == 4 ? atoi(argv[3]) : 0;
   long flood = env_count("VSOCK_HOSTILE_UD_FLOOD", 20000, 1000000);
   long bomb = env_count("VSOCK_HOSTILE_UD_BOMB", 2000, 100000);
+  long churn = env_count("VSOCK_HOSTILE_UD_CHURN", 4200, 100000);
   Peer peer;
   int rc = peer.open(ip, port);
   if (rc != 0) return rc;
   Outcome out;
   uint32_t next_id = 1;
-  // VSOCK_HOSTILE_UD_MODES: which modes, in which order (digits 1-6;
-  // default 123456), e.g. to run one alone while looking at it.
+  // VSOCK_HOSTILE_UD_MODES: which modes, in which order (digits 1-7;
+  // default 1234567), e.g. to run one alone while looking at it.
   const char* modes = getenv("VSOCK_HOSTILE_UD_MODES");
-  if (modes == nullptr || *modes == '\0') modes = "123456";
+  if (modes == nullptr || *modes == '\0') modes = "1234567";
   for (const char* m = modes; *m; ++m) {
     switch (*m) {
       case '1': mode_garbage(peer, &out); break;
@@ -823,6 +890,7 @@ int run(int argc, char** argv) {
       case '4': mode_fragment_bomb(peer, &out, &next_id, server_pid, bomb); break;
       case '5': mode_fragments(peer, &out, &next_id); break;
       case '6': mode_flood(peer, &out, &next_id, server_pid, flood); break;
+      case '7': mode_path_churn(peer, &out, &next_id, server_pid, churn); break;
       default: break;
     }
   }

@@ -2,14 +2,16 @@
 # run_hostile_ud.sh HOSTILE_UD UDP_PAIR PRELOAD: a preloaded UDP echo server
 # (udp_pair server ADDR epoll) against a hostile UD peer (hostile_ud.cpp:
 # garbage, broken headers, an unknown cookie, a fragment bomb, duplicate
-# and mismatched fragments, a flood), then a well-behaved preloaded client.
+# and mismatched fragments, a flood, many distinct senders), then a
+# well-behaved preloaded client.
 #
 # Holds when: hostile_ud saw every expectation hold (nothing back for
 # garbage and broken headers, a correct REVOKE for the unknown cookie, the
 # server's VmRSS within +16 MiB through the bomb, the valid fragmented
-# datagram echoed byte-exact, an answer after the flood); the server is
-# alive after it; the good client gets every echo byte-exact with at least
-# 90% of its sends over UD; the server exits 0 on QUIT; and its stats show
+# datagram echoed byte-exact, an answer after the flood, a new sender's
+# echo over UD after 4,200 others); the server is alive after it; the good
+# client gets every echo byte-exact with at least 90% of its sends and of
+# the echoes over UD; the server exits 0 on QUIT; and its stats show
 # udp_drops_malformed, udp_drops_unknown_socket, udp_revokes_sent and
 # udp_drops_reassembly above 0. Every failure is listed, then exit 1.
 source "$(dirname "$0")/../upgrade/upgrade_test_lib.sh"
@@ -74,6 +76,12 @@ if [ -z "$ud" ]; then
   fail "good client: no stats line (was libvsock loaded?)"
 elif [ "$ud" -lt $((count * 9 / 10)) ]; then
   fail "good client: only $ud of $count datagrams went over UD"
+fi
+# The server's echoes too: it learns the path back from the client's first
+# datagram over UD.
+back=$(ut_stat "$work/client.err" udp_ud_receives)
+if [ -n "$back" ] && [ "$back" -lt $((count * 9 / 10)) ]; then
+  fail "good client: only $back of $count echoes came over UD"
 fi
 
 # The client sent QUIT at its end; once more through the kernel (plain
