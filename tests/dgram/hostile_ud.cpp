@@ -822,6 +822,7 @@ void mode_path_churn(Peer& peer, Outcome* out, uint32_t* next_id, int server_pid
   const uint64_t base = peer.my_cookie();
   uint8_t payload[16] = {};
   long sent = 0;
+  int echoes = 0;
   for (long i = 0; i < count; ++i) {
     peer.set_my_cookie(base ^ (0x1000000ull * static_cast<uint64_t>(i + 1)));
     DatagramHeader h = peer.data_header((*next_id)++, peer.server_cookie());
@@ -829,15 +830,15 @@ void mode_path_churn(Peer& peer, Outcome* out, uint32_t* next_id, int server_pid
     h.payload_length = sizeof payload;
     if (!peer.send_message(h, payload, sizeof payload)) break;
     ++sent;
-    if (i % 128 == 127) {
+    if (i % 64 == 63) {
       // Paced: each is an ibv_create_ah in the server; the point is how
       // many it keeps, not how many the device drops.
       peer.drain_sends(kReplyMs);
-      peer.watch(30, [](const Arrival&) { return false; });
+      echoes += peer.watch(50, [](const Arrival&) { return false; });
     }
   }
   peer.drain_sends(kReplyMs);
-  int echoes = peer.watch(1000, [](const Arrival&) { return false; });
+  echoes += peer.watch(1000, [](const Arrival&) { return false; });
   // A newcomer: another port of ours, another cookie.
   peer.set_my_cookie(base ^ 0x77);
   bool ok_port = peer.new_port();
