@@ -19,16 +19,16 @@
 //                   kernel to our UDP port; which one is printed);
 //   6 flood         many valid small DATA without reading the echoes: the
 //                   server answers a marker datagram afterwards;
-//   7 path churn    DATA from 4,200 distinct source cookies (each a path
-//                   back the server learns, with an address handle), then
-//                   a new sender (another port of ours): its echo must
-//                   still come over UD.
+//   7 path churn    DATA from distinct source cookies until the server has
+//                   taken 4,300 (each a path back it learns, with an
+//                   address handle of its own), then a new sender (another
+//                   port of ours): its echo must still come over UD.
 // Our source port is a real UDP port (a kernel socket bound on ADDR), so the
 // server's echo has somewhere to go either way. Every wait and loop is
 // bounded. Exit 0 when every expectation held, 1 when one did not, 77 when
-// there is no device. VSOCK_HOSTILE_UD_FLOOD (default 20000) and
-// VSOCK_HOSTILE_UD_BOMB (default 2000), VSOCK_HOSTILE_UD_CHURN (default
-// 4200) change the counts, VSOCK_HOSTILE_UD_MODES (default 1234567)
+// there is no device. VSOCK_HOSTILE_UD_FLOOD (default 20000),
+// VSOCK_HOSTILE_UD_BOMB (default 2000) and VSOCK_HOSTILE_UD_CHURN (default
+// 4300) change the counts, VSOCK_HOSTILE_UD_MODES (default 1234567)
 // which modes run in which order.
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -823,7 +823,10 @@ void mode_path_churn(Peer& peer, Outcome* out, uint32_t* next_id, int server_pid
   uint8_t payload[16] = {};
   long sent = 0;
   int echoes = 0;
-  for (long i = 0; i < count; ++i) {
+  // Until the server has answered `count` of them (each echo is one it
+  // took: the device drops what finds no receive buffer), at most 3 x
+  // count sends.
+  for (long i = 0; i < 3 * count && echoes < count; ++i) {
     peer.set_my_cookie(base ^ (0x1000000ull * static_cast<uint64_t>(i + 1)));
     DatagramHeader h = peer.data_header((*next_id)++, peer.server_cookie());
     h.total_length = sizeof payload;
@@ -851,11 +854,11 @@ void mode_path_churn(Peer& peer, Outcome* out, uint32_t* next_id, int server_pid
     peer.drain_sends(kReplyMs);
     path = await_echo(peer, seed, 200, kReplyMs, &exact, &fragments_seen, &other);
   }
-  printf("%s: mode 7 path churn: sent %ld DATA of 16 B from one address and port with %ld distinct source cookies, "
-         "%d echoes came back; then a new sender (port %u): its echo came %s%s; server %s\n",
+  printf("%s: mode 7 path churn: sent %ld DATA of 16 B from one address and port with %ld distinct source cookies "
+         "until %d echoes came back (each one the server took); then a new sender (port %u): its echo came %s%s; server %s\n",
          kProgram, sent, sent, echoes, peer.my_port(), path.empty() ? "NOT AT ALL" : ("over " + path).c_str(),
          path.empty() ? "" : (exact ? ", byte-exact" : ", WRONG"), alive(server_pid) ? "alive" : "GONE");
-  if (sent != count) out->fail("path churn", "could not send every datagram");
+  if (echoes < count) out->fail("path churn", "the server took fewer than asked");
   if (!alive(server_pid)) out->fail("path churn", "the server died");
   if (path.empty() || !exact) out->fail("path churn", "the new sender got no echo");
   else if (path != "UD")
@@ -873,7 +876,7 @@ int run(int argc, char** argv) {
   int server_pid = argc == 4 ? atoi(argv[3]) : 0;
   long flood = env_count("VSOCK_HOSTILE_UD_FLOOD", 20000, 1000000);
   long bomb = env_count("VSOCK_HOSTILE_UD_BOMB", 2000, 100000);
-  long churn = env_count("VSOCK_HOSTILE_UD_CHURN", 4200, 100000);
+  long churn = env_count("VSOCK_HOSTILE_UD_CHURN", 4300, 100000);
   Peer peer;
   int rc = peer.open(ip, port);
   if (rc != 0) return rc;

@@ -9,7 +9,7 @@
 # garbage and broken headers, a correct REVOKE for the unknown cookie, the
 # server's VmRSS within +16 MiB through the bomb, the valid fragmented
 # datagram echoed byte-exact, an answer after the flood, a new sender's
-# echo over UD after 4,200 others); the server is alive after it; the good
+# echo over UD after 4,300 others); the server is alive after it; the good
 # client gets every echo byte-exact with at least 90% of its sends and of
 # the echoes over UD; the server exits 0 on QUIT; and its stats show
 # udp_drops_malformed, udp_drops_unknown_socket, udp_revokes_sent and
