@@ -20,7 +20,8 @@ PathKey key_of(const char* ip, uint16_t port) {
   return key;
 }
 
-std::unique_ptr<rdma::AddressHandle> no_handle() { return std::make_unique<rdma::AddressHandle>(); }
+// A stand-in address handle: the cache only stores and hands it out.
+ibv_ah* fake_handle() { return reinterpret_cast<ibv_ah*>(0x1000); }
 
 TEST(PathCache, AnIpv4AddressAndItsMappedIpv6FormAreOneKey) {
   sockaddr_in6 in6{};
@@ -47,7 +48,7 @@ TEST(PathCache, OneResolutionAtATimeThenThePath) {
   EXPECT_TRUE(cache.begin_resolution(key, 0));
   EXPECT_FALSE(cache.begin_resolution(key, 1));  // under way
   EXPECT_EQ(cache.find(key, 1, &path), PathLookup::kResolving);
-  cache.resolved(key, no_handle(), 42, 0xC00C1E);
+  cache.resolved(key, fake_handle(), 42, 0xC00C1E);
   ASSERT_EQ(cache.find(key, 2, &path), PathLookup::kResolved);
   EXPECT_EQ(path.qpn, 42u);
   EXPECT_EQ(path.cookie, 0xC00C1Eu);
@@ -71,7 +72,7 @@ TEST(PathCache, AnArrivalTeachesThePathBackOnlyWhenItIsNew) {
   PathCache cache;
   PathKey key = key_of("192.168.77.1", 5000);
   EXPECT_TRUE(cache.needs_learning(key, 7, 0x1111));
-  cache.resolved(key, no_handle(), 7, 0x1111);
+  cache.resolved(key, fake_handle(), 7, 0x1111);
   EXPECT_FALSE(cache.needs_learning(key, 7, 0x1111));
   EXPECT_TRUE(cache.needs_learning(key, 7, 0x2222));  // another socket on that port now
   EXPECT_TRUE(cache.needs_learning(key, 8, 0x1111));  // another process
@@ -84,13 +85,26 @@ TEST(PathCache, AnArrivalTeachesThePathBackOnlyWhenItIsNew) {
 TEST(PathCache, RevokeForgetsOnlyThatSocketsPath) {
   PathCache cache;
   PathKey key = key_of("192.168.77.1", 6000);
-  cache.resolved(key, no_handle(), 3, 0xAAAA);
+  cache.resolved(key, fake_handle(), 3, 0xAAAA);
   UdPath path;
   cache.revoke(key, 0xBBBB);  // another socket's: not this path
   EXPECT_EQ(cache.find(key, 0, &path), PathLookup::kResolved);
   cache.revoke(key, 0xAAAA);
   EXPECT_EQ(cache.find(key, 0, &path), PathLookup::kUnknown);
   EXPECT_TRUE(cache.begin_resolution(key, 0));  // the next datagram resolves again
+}
+
+TEST(PathCache, OneHandlePerAddressWhateverThePortOrSocket) {
+  PathCache cache;
+  PathKey a = key_of("192.168.77.1", 1000), b = key_of("192.168.77.1", 2000), c = key_of("192.168.77.2", 1000);
+  // Empty AddressHandles stand in (no device): what counts is how many
+  // addresses hold one.
+  cache.keep_handle(a, std::make_unique<rdma::AddressHandle>());
+  EXPECT_EQ(cache.handle_count(), 1u);
+  cache.keep_handle(b, std::make_unique<rdma::AddressHandle>());  // same address, another port: the first stays
+  EXPECT_EQ(cache.handle_count(), 1u);
+  cache.keep_handle(c, std::make_unique<rdma::AddressHandle>());
+  EXPECT_EQ(cache.handle_count(), 2u);
 }
 
 }  // namespace

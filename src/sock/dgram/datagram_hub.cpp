@@ -107,7 +107,19 @@ void DatagramHub::detach(uint64_t cookie) {
   socket->release();
 }
 
-int DatagramHub::progress() { return endpoint_->poll(&DatagramHub::on_arrival, this, kProgressBatch); }
+int DatagramHub::progress() {
+  int taken = endpoint_->poll(&DatagramHub::on_arrival, this, kProgressBatch);
+  // REVOKEs are sent here, after the poll: the endpoint's lock is held
+  // while arrivals are handled, and a send takes it too.
+  std::vector<PendingRevoke> revokes;
+  {
+    std::lock_guard<std::mutex> held(revokes_mu_);
+    revokes.swap(revokes_);
+  }
+  for (const PendingRevoke& r : revokes)
+    if (endpoint_->send(r.ah, r.qpn, r.header, nullptr, 0)) core::stat_add(core::Stat::udp_revokes_sent);
+  return taken;
+}
 
 void DatagramHub::on_arrival(void* context, const UdArrival& arrival) {
   static_cast<DatagramHub*>(context)->arrival(arrival);
@@ -117,11 +129,15 @@ bool DatagramHub::learn_path(const PathKey& key, const UdArrival& arrival, UdPat
   if (!paths_.needs_learning(key, arrival.source_qpn, arrival.header.source_cookie)) {
     return paths_.find(key, core::monotonic_ms(), path) == PathLookup::kResolved;
   }
-  core::Result<rdma::AddressHandle> ah =
-      rdma::AddressHandle::from_completion(endpoint_->pd(), endpoint_->port(), *arrival.completion, arrival.grh_slot);
-  if (!ah) return false;
-  auto handle = std::make_unique<rdma::AddressHandle>(std::move(ah.value()));
-  paths_.resolved(key, std::move(handle), arrival.source_qpn, arrival.header.source_cookie);
+  ibv_ah* handle = paths_.handle_for(key);  // one per address: every port and socket there shares it
+  if (handle == nullptr) {
+    core::Result<rdma::AddressHandle> ah = rdma::AddressHandle::from_completion(endpoint_->pd(), endpoint_->port(),
+                                                                               *arrival.completion, arrival.grh_slot);
+    if (!ah) return false;
+    handle = paths_.keep_handle(key, std::make_unique<rdma::AddressHandle>(std::move(ah.value())));
+    if (handle == nullptr) return false;
+  }
+  paths_.resolved(key, handle, arrival.source_qpn, arrival.header.source_cookie);
   return paths_.find(key, core::monotonic_ms(), path) == PathLookup::kResolved;
 }
 
@@ -209,19 +225,24 @@ void DatagramHub::send_revoke(const UdArrival& arrival) {
   revoke.datagram_id = 0;
   revoke.total_length = 0;
   revoke.payload_length = 0;
-  if (endpoint_->send(back.ah, back.qpn, revoke, nullptr, 0)) core::stat_add(core::Stat::udp_revokes_sent);
+  std::lock_guard<std::mutex> held(revokes_mu_);
+  if (revokes_.size() < kMaxPendingRevokes) revokes_.push_back(PendingRevoke{back.ah, back.qpn, revoke});
 }
 
 void DatagramHub::on_resolved(const ResolvedPath& path) {
   PathKey key;
   if (!path_key_of(reinterpret_cast<const sockaddr*>(&path.destination), path.destination_length, &key)) return;
-  core::Result<rdma::AddressHandle> ah = rdma::AddressHandle::create(endpoint_->pd(), path.ah_attr);
-  if (!ah) {
+  ibv_ah* handle = paths_.handle_for(key);
+  if (handle == nullptr) {
+    core::Result<rdma::AddressHandle> ah = rdma::AddressHandle::create(endpoint_->pd(), path.ah_attr);
+    if (ah) handle = paths_.keep_handle(key, std::make_unique<rdma::AddressHandle>(std::move(ah.value())));
+  }
+  if (handle == nullptr) {
     paths_.failed(key, core::monotonic_ms());
     core::stat_add(core::Stat::udp_resolution_failures);
     return;
   }
-  paths_.resolved(key, std::make_unique<rdma::AddressHandle>(std::move(ah.value())), path.qpn, path.cookie);
+  paths_.resolved(key, handle, path.qpn, path.cookie);
   core::stat_add(core::Stat::udp_resolutions);
 }
 

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "rdma/device.hpp"
 #include "sock/dgram/path_cache.hpp"
@@ -76,6 +77,7 @@ class DatagramHub {
   // A fragment: the whole datagram into *whole once complete (true).
   bool reassemble(const UdArrival& arrival, const PathKey& from, std::vector<uint8_t>* whole);
   uint64_t reassembly_drops() const;
+  // Queues a REVOKE for the arrival's sender; progress() sends it.
   void send_revoke(const UdArrival& arrival);
   // The path back to the arrival's sender, learnt if new; null if none.
   bool learn_path(const PathKey& key, const UdArrival& arrival, UdPath* path);
@@ -87,6 +89,16 @@ class DatagramHub {
   // Fragments of datagrams larger than one message (under the endpoint's
   // lock: arrivals are handled inside its poll).
   Reassembler reassembler_{ReassemblyLimits{kReassemblyBytes, kReassemblyDatagrams, kReassemblyMs}};
+  struct PendingRevoke {
+    ibv_ah* ah;
+    uint32_t qpn;
+    wire::DatagramHeader header;
+  };
+  // At most this many wait to be sent (more unknown-cookie arrivals in one
+  // poll get no answer: their senders hear at their next datagram).
+  static constexpr size_t kMaxPendingRevokes = 64;
+  std::mutex revokes_mu_;
+  std::vector<PendingRevoke> revokes_;
   std::mutex sockets_mu_;
   std::map<uint64_t, DatagramSocket*> sockets_;
   std::atomic<uint64_t> next_cookie_{0};

@@ -36,6 +36,43 @@ bool path_key_of(const sockaddr* address, socklen_t length, PathKey* out) {
   return false;
 }
 
+bool PathCache::AddressKey::operator<(const AddressKey& other) const {
+  return std::memcmp(bytes, other.bytes, sizeof bytes) < 0;
+}
+
+namespace {
+
+template <class Key>
+Key address_of(const PathKey& key) {
+  Key address;
+  std::memcpy(address.bytes, key.address, sizeof address.bytes);
+  return address;
+}
+
+}  // namespace
+
+ibv_ah* PathCache::handle_for(const PathKey& key) {
+  std::lock_guard<std::mutex> held(mu_);
+  auto it = handles_.find(address_of<AddressKey>(key));
+  return it == handles_.end() ? nullptr : it->second->get();
+}
+
+ibv_ah* PathCache::keep_handle(const PathKey& key, std::unique_ptr<rdma::AddressHandle> ah) {
+  std::lock_guard<std::mutex> held(mu_);
+  AddressKey address = address_of<AddressKey>(key);
+  auto it = handles_.find(address);
+  if (it != handles_.end()) return it->second->get();  // another thread kept one first
+  if (handles_.size() >= kMaxHandles) return nullptr;
+  ibv_ah* raw = ah->get();
+  handles_.emplace(address, std::move(ah));
+  return raw;
+}
+
+size_t PathCache::handle_count() {
+  std::lock_guard<std::mutex> held(mu_);
+  return handles_.size();
+}
+
 PathLookup PathCache::find(const PathKey& key, int64_t now_ms, UdPath* path) {
   std::lock_guard<std::mutex> held(mu_);
   auto it = entries_.find(key);
@@ -54,22 +91,20 @@ bool PathCache::begin_resolution(const PathKey& key, int64_t now_ms) {
   Entry& entry = entries_[key];
   if (entry.state == PathLookup::kResolved || entry.state == PathLookup::kResolving) return false;
   if (entry.state == PathLookup::kFailed && now_ms - entry.failed_ms < failure_hold_ms_) return false;
-  if (handles_.size() >= kMaxHandles) return false;
+  if (entries_.size() > kMaxEntries) {
+    entries_.erase(key);
+    return false;
+  }
   entry.state = PathLookup::kResolving;
   return true;
 }
 
-void PathCache::resolved(const PathKey& key, std::unique_ptr<rdma::AddressHandle> ah, uint32_t qpn,
-                         uint64_t cookie) {
+void PathCache::resolved(const PathKey& key, ibv_ah* ah, uint32_t qpn, uint64_t cookie) {
   std::lock_guard<std::mutex> held(mu_);
-  if (handles_.size() >= kMaxHandles) {
-    entries_.erase(key);  // the handle goes; datagrams to it stay on the kernel
-    return;
-  }
+  if (entries_.size() >= kMaxEntries && entries_.find(key) == entries_.end()) return;
   Entry& entry = entries_[key];
   entry.state = PathLookup::kResolved;
-  entry.path = UdPath{ah->get(), qpn, cookie};
-  handles_.push_back(std::move(ah));
+  entry.path = UdPath{ah, qpn, cookie};
 }
 
 void PathCache::failed(const PathKey& key, int64_t now_ms) {
@@ -86,7 +121,7 @@ bool PathCache::needs_learning(const PathKey& key, uint32_t qpn, uint64_t cookie
   if (it != entries_.end() && it->second.state == PathLookup::kResolved && it->second.path.qpn == qpn &&
       it->second.path.cookie == cookie)
     return false;
-  return handles_.size() < kMaxHandles;
+  return it != entries_.end() || entries_.size() < kMaxEntries;
 }
 
 void PathCache::revoke(const PathKey& key, uint64_t cookie) {

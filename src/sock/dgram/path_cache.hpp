@@ -10,10 +10,14 @@
 // process) forgets a path; the next datagram goes through the kernel and
 // resolves again.
 //
-// Address handles are never destroyed while the process runs: a send
-// posted through one may still be in the device's queue when its path is
-// replaced. So their number is capped (kMaxHandles); past it, new
-// destinations stay on the kernel.
+// An address handle depends only on the remote address, so there is one
+// per address, shared by every path to it (every port, socket and process
+// there). They are never destroyed while the process runs: a send posted
+// through one may still be in the device's queue when its path is
+// replaced. So their number is capped (kMaxHandles addresses), and so is
+// the number of destinations (kMaxEntries): past either, new destinations
+// stay on the kernel — a peer that makes up ports and cookies cannot grow
+// this without bound.
 //
 // Thread-safe (one mutex; no call blocks).
 #pragma once
@@ -51,6 +55,7 @@ enum class PathLookup { kResolved, kUnknown, kResolving, kFailed };
 class PathCache {
  public:
   static constexpr size_t kMaxHandles = 4096;
+  static constexpr size_t kMaxEntries = 65536;
 
   // kResolved and *path, or where the destination stands. A failure older
   // than `failure_hold_ms` is forgotten (kUnknown) at this look.
@@ -58,8 +63,17 @@ class PathCache {
   // The caller starts a resolution: true if it should (no path, none under
   // way, no recent failure), and the destination is marked as resolving.
   bool begin_resolution(const PathKey& key, int64_t now_ms);
-  // A resolution ended: keeps the path (taking the handle) or the failure.
-  void resolved(const PathKey& key, std::unique_ptr<rdma::AddressHandle> ah, uint32_t qpn, uint64_t cookie);
+  // The address handle kept for key's address, or null (make one, then
+  // keep_handle()).
+  ibv_ah* handle_for(const PathKey& key);
+  // Keeps `ah` for key's address (or the one kept meanwhile); null past
+  // kMaxHandles.
+  ibv_ah* keep_handle(const PathKey& key, std::unique_ptr<rdma::AddressHandle> ah);
+  // Addresses a handle is kept for.
+  size_t handle_count();
+  // A resolution ended, or an arrival taught the path: keeps it (`ah` from
+  // handle_for/keep_handle), or the failure.
+  void resolved(const PathKey& key, ibv_ah* ah, uint32_t qpn, uint64_t cookie);
   void failed(const PathKey& key, int64_t now_ms);
   // A datagram from `key` came over UD from (qpn, cookie): true if the
   // path back is new or changed, and the caller should make a handle for
@@ -79,7 +93,11 @@ class PathCache {
   };
   std::mutex mu_;
   std::map<PathKey, Entry> entries_;
-  std::vector<std::unique_ptr<rdma::AddressHandle>> handles_;
+  struct AddressKey {
+    uint8_t bytes[16];
+    bool operator<(const AddressKey& other) const;
+  };
+  std::map<AddressKey, std::unique_ptr<rdma::AddressHandle>> handles_;
   int64_t failure_hold_ms_ = 60000;
 };
 

@@ -1,5 +1,6 @@
 #include "sock/dgram/ud_endpoint.hpp"
 
+#include "core/stats.hpp"
 #include "sock/dgram/fragmenter.hpp"
 
 #include <cerrno>
@@ -213,6 +214,7 @@ int UdEndpoint::poll(ArrivalHandler handler, void* context, int max) {
               : core::Result<wire::DatagramHeader>::fail(EPROTO);
       if (!grh || !header || !(wc[i].wc_flags & IBV_WC_GRH)) {
         ++counters_.malformed;
+        core::stat_add(core::Stat::udp_drops_malformed);
         continue;
       }
       arrival.header = header.value();
