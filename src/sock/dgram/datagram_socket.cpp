@@ -26,9 +26,11 @@ namespace {
 // (MSG_MORE corks, MSG_OOB fails, MSG_PROBE sends nothing...) goes to the
 // kernel, which gives its own answer.
 constexpr int kUdSendFlags = MSG_DONTWAIT | MSG_NOSIGNAL | MSG_CONFIRM;
-// Receive flags the UD queue serves; MSG_ERRQUEUE and MSG_OOB are the
-// kernel's alone.
-constexpr int kUdReceiveFlags = MSG_DONTWAIT | MSG_PEEK | MSG_TRUNC | MSG_WAITALL | MSG_CMSG_CLOEXEC;
+// Receive flags only the kernel's queue answers (its error queue, urgent
+// data): such a call goes to the kernel alone. Any other flag (MSG_PEEK,
+// MSG_TRUNC, MSG_DONTWAIT; MSG_NOSIGNAL, MSG_WAITALL, MSG_CMSG_CLOEXEC,
+// which mean nothing more on UDP) is served from both paths.
+constexpr int kKernelOnlyReceiveFlags = MSG_ERRQUEUE | MSG_OOB;
 // How long a sleep lasts at most before looking again (the UD side may be
 // attached meanwhile by another thread's send).
 constexpr int kSleepSliceMs = 100;
@@ -319,7 +321,7 @@ core::Result<bool> DatagramSocket::wait_readable(int fd, int64_t deadline_ms) {
 
 core::Result<size_t> DatagramSocket::receive_message(int fd, msghdr& msg, int flags) {
   using R = core::Result<size_t>;
-  if ((flags & ~kUdReceiveFlags) != 0) {
+  if ((flags & kKernelOnlyReceiveFlags) != 0) {
     ssize_t n = sys::real().recvmsg(fd, &msg, flags);
     return n < 0 ? R::fail(errno) : R::ok(static_cast<size_t>(n));
   }
