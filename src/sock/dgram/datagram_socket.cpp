@@ -402,7 +402,10 @@ core::Result<int> DatagramSocket::readable_bytes(int fd) {
 bool DatagramSocket::take_so_error(int, int*) { return false; }
 
 short DatagramSocket::poll_events(int fd, short events) {
-  if (DatagramHub* hub = DatagramHub::running()) hub->progress();
+  if (DatagramHub* hub = DatagramHub::running()) {
+    hub->endpoint().drain_events();  // what a sleeper woke for (no system call if nothing armed)
+    hub->progress();
+  }
   pollfd kernel{fd, events, 0};
   const timespec now{0, 0};
   short revents = sys::real().ppoll(&kernel, 1, &now, nullptr) > 0 ? kernel.revents : 0;
@@ -431,10 +434,12 @@ int DatagramSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
   DatagramHub* hub = DatagramHub::running();
   if (hub != nullptr && (events & POLLIN)) {
     hub->endpoint().arm();
+    // What came before the arm raises no event: look once more.
+    hub->progress();
     out[count++] = pollfd{hub->endpoint().completion_fd(), POLLIN, 0};
     // The completion fd is shared by every datagram socket: its event may
     // be taken by another waiter, so this one looks again now and then.
-    *slice_ms = kSleepSliceMs;
+    *slice_ms = queued_.load(std::memory_order_acquire) > 0 ? 0 : kSleepSliceMs;
   }
   return count;
 }

@@ -187,9 +187,6 @@ rdma::Status UdEndpoint::send_datagram(ibv_ah* ah, uint32_t qpn, const wire::Dat
 
 int UdEndpoint::poll(ArrivalHandler handler, void* context, int max) {
   std::lock_guard<std::mutex> lock(mu_);
-  // A sleeper woke on completion_fd(): its event is consumed here (no
-  // system call unless the CQ was armed since the channel was last empty).
-  receive_cq_.drain_events();
   int taken = 0;
   while (taken < max) {
     ibv_wc wc[kPollBatch];
@@ -240,6 +237,11 @@ int UdEndpoint::poll(ArrivalHandler handler, void* context, int max) {
 rdma::Status UdEndpoint::arm() {
   std::lock_guard<std::mutex> lock(mu_);
   return receive_cq_.arm();
+}
+
+void UdEndpoint::drain_events() {
+  std::lock_guard<std::mutex> lock(mu_);
+  receive_cq_.drain_events();
 }
 
 void UdEndpoint::take_event() {

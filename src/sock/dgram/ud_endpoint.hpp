@@ -108,9 +108,13 @@ class UdEndpoint {
   // nothing came).
   int poll(ArrivalHandler handler, void* context, int max);
   // The wait contract of CompletionQueue: arm(), poll() once more, sleep
-  // on completion_fd(), take_event().
+  // on completion_fd(), take_event() (the sleeper saw it readable) or
+  // drain_events() (a poll()-style look after a sleep elsewhere). poll()
+  // never takes events: one taken between arm() and the sleep would leave
+  // the CQ unarmed and the sleeper without a wake-up.
   rdma::Status arm();
   void take_event();
+  void drain_events();
 
   UdEndpointCounters counters() const;
 
