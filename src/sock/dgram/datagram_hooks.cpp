@@ -78,7 +78,7 @@ void on_datagram_bound(int fd, SocketState* state) {
     socket->leave_ud();
     return;
   }
-  socket->on_bound(fd);
+  socket->on_bound(fd, reinterpret_cast<sockaddr*>(&local), length);
 }
 
 void on_datagram_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t length) {

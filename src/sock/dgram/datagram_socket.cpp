@@ -99,17 +99,15 @@ void DatagramSocket::attach_locked(int fd) {
   hub->attach(cookie_, this);
 }
 
-void DatagramSocket::on_bound(int fd) {
+void DatagramSocket::on_bound(int fd, const sockaddr* local, socklen_t length) {
   std::lock_guard<std::mutex> held(mu_);
-  port_ = 0;
-  if (leaving_ || local_port(fd) == 0) return;
-  sockaddr_storage local{};
-  socklen_t length = sizeof local;
-  if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) return;
+  PathKey key;
+  port_ = path_key_of(local, length, &key) ? key.port : 0;
+  if (leaving_ || port_ == 0) return;
   attach_locked(fd);
   if (hub_ == nullptr) return;
   // A wildcard address listens on every RDMA device's address.
-  listening_ = hub_->engine().listen_datagrams(reinterpret_cast<sockaddr*>(&local), hub_->endpoint().qpn(), cookie_);
+  listening_ = hub_->engine().listen_datagrams(local, hub_->endpoint().qpn(), cookie_);
   VSOCK_LOG(kDebug, "udp fd %d: bound to port %u, %s", fd, static_cast<unsigned>(port_),
             listening_ ? "answers resolutions there" : "not reachable by resolution");
 }

@@ -51,8 +51,9 @@ class DatagramSocket final : public ManagedSocket {
   void release();
 
   // --- the entry points' hooks ---
-  // bind() succeeded: an explicit port makes the socket reachable over UD.
-  void on_bound(int fd);
+  // bind() succeeded and the socket is at `local` (getsockname): it becomes
+  // reachable over UD.
+  void on_bound(int fd, const sockaddr* local, socklen_t length);
   // connect() succeeded: datagrams go to (and only come from) `peer`;
   // AF_UNSPEC dissolves the association.
   void on_connected(int fd, const sockaddr* peer, socklen_t length);

@@ -1,5 +1,3 @@
-#include "sock/dgram/datagram_hooks.hpp"
-#include "sock/dgram/datagram_socket.hpp"
 #include "sock/stream/stream_hooks.hpp"
 
 #include <errno.h>
@@ -11,8 +9,11 @@
 #include "core/config.hpp"
 #include "core/log.hpp"
 #include "core/stats.hpp"
+#include "sock/dgram/datagram_hooks.hpp"
+#include "sock/dgram/datagram_socket.hpp"
 #include "sock/upgrade/listener_boards.hpp"
 #include "sock/upgrade/upgrade_engine.hpp"
+#include "sock/wire/endpoint.hpp"
 #include "sys/real_calls.hpp"
 #include "sys/reentry_guard.hpp"
 
@@ -88,9 +89,8 @@ uint16_t bound_port(int fd) {
   sockaddr_storage local{};
   socklen_t len = sizeof local;
   if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return 0;
-  if (local.ss_family == AF_INET) return ntohs(reinterpret_cast<sockaddr_in*>(&local)->sin_port);
-  if (local.ss_family == AF_INET6) return ntohs(reinterpret_cast<sockaddr_in6*>(&local)->sin6_port);
-  return 0;
+  core::Result<wire::FamilyEndpoint> named = wire::endpoint_from_sockaddr(reinterpret_cast<sockaddr*>(&local), len);
+  return named ? named.value().endpoint.port : 0;
 }
 
 bool on_listening(int fd, SocketState* state) {
