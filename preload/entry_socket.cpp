@@ -131,13 +131,13 @@ VSOCK_EXPORT int setsockopt(int fd, int level, int name, const void* value, sock
   int rc = real().setsockopt(fd, level, name, value, len);
   if (rc != 0 || sys::in_library()) return rc;
   const bool stream_unsupported = sock::is_unsupported_option(level, name);
-  const bool datagram_unsupported = sock::dgram::is_datagram_unsupported_option(level, name);
+  const bool datagram_option = sock::dgram::is_datagram_option(level, name);
   const bool copied = sock::is_stream_option(level, name);
-  if (!stream_unsupported && !datagram_unsupported && !copied) return rc;
+  if (!stream_unsupported && !datagram_option && !copied) return rc;
   ErrnoKeeper keep;
   sock::SocketRef s = sock::lookup_socket(fd);
   if (!s) return rc;
-  if (datagram_unsupported) sock::dgram::on_datagram_option(s.get(), level, name);
+  if (datagram_option) sock::dgram::on_datagram_option(fd, s.get(), level, name);
   if (stream_unsupported) sock::on_unsupported_option(s.get(), level, name);
   if (copied) sock::on_option_set(s.get(), level, name, value, len);
   return rc;

@@ -1,8 +1,11 @@
 /* Ancillary data on UDP: IP_PKTINFO, SO_TIMESTAMP, IP_RECVTOS and
  * IP_RECVTTL on receive (with IP_TOS/IP_TTL set on the sender), IP_TTL and
  * IP_PKTINFO given as control messages to sendmsg, and MSG_CTRUNC when the
- * control buffer is too small. */
+ * control buffer is too small. Then the same receive options on a pair
+ * whose datagrams go over UD under the library (warmed up first): the
+ * same control messages, in the same order. */
 #include "common.h"
+#include "warm_up.h"
 
 #include <string.h>
 #include <sys/time.h>
@@ -104,5 +107,25 @@ int main(void) {
   receive_and_show(b, 512, &b_addr);
   close(a);
   close(b);
+
+  /* A sender with no TOS or TTL of its own: under the library, over UD. */
+  struct sockaddr_in c_addr, d_addr;
+  int c = ct_udp_bound(&c_addr);
+  int d = ct_udp_bound(&d_addr);
+  enable(d, SOL_SOCKET, SO_TIMESTAMP, "SO_TIMESTAMP on");
+  enable(d, IPPROTO_IP, IP_PKTINFO, "IP_PKTINFO on");
+  enable(d, IPPROTO_IP, IP_RECVTOS, "IP_RECVTOS on");
+  enable(d, IPPROTO_IP, IP_RECVTTL, "IP_RECVTTL on");
+  /* d answers with control room, so the warm-up's datagrams to d are
+   * read by plain recv() (no control asked). */
+  ct_udp_warm_up(c, &c_addr, d, &d_addr);
+  CT_RC("sendto", sendto(c, "cmsg", 4, 0, (struct sockaddr*)&d_addr, sizeof d_addr), 4);
+  receive_and_show(d, 512, &d_addr);
+  CT_RC("sendto", sendto(c, "tiny", 4, 0, (struct sockaddr*)&d_addr, sizeof d_addr), 4);
+  receive_and_show(d, CMSG_SPACE(sizeof(struct timeval)) + 8, &d_addr);
+  CT_RC("sendto", sendto(c, "none", 4, 0, (struct sockaddr*)&d_addr, sizeof d_addr), 4);
+  receive_and_show(d, 0, &d_addr);
+  close(c);
+  close(d);
   return 0;
 }

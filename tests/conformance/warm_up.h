@@ -18,5 +18,12 @@ void ct_warm_up(int a, int b);
 void ct_tcp_pair_warm(int* client, int* server);
 /* Bytes the library sent over RDMA so far (0 without the library). */
 uint64_t ct_rdma_bytes_sent(void);
+/* Datagrams the library sent over UD so far (0 without the library). */
+uint64_t ct_udp_ud_sends(void);
+/* Datagrams between two bound UDP sockets (a sends, b answers) until both
+ * directions went over UD (judged from the library's counters) or a bound
+ * is reached; over a device, the first ones go through the kernel while
+ * the library resolves the destination. Prints one stable line. */
+void ct_udp_warm_up(int a, const struct sockaddr_in* a_addr, int b, const struct sockaddr_in* b_addr);
 
 #endif

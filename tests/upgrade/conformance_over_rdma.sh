@@ -29,6 +29,11 @@ RDMA_PROGRAMS=" tcp_blocking tcp_nonblocking tcp_recv_flags tcp_small_writes tcp
 
 RDMA_PROGRAMS=" $(echo $RDMA_PROGRAMS) "  # one line, single spaces
 
+# UDP programs that warm their pair up until datagrams go over UD
+# (ct_udp_warm_up) and then look at what a UD datagram brings: each must
+# show udp_ud_receives > 0.
+UD_PROGRAMS=" udp_cmsg "
+
 # Programs whose every byte must go on the ring, none on TCP: their clients
 # connect (blocking, or non-blocking and then wait for POLLOUT) and write
 # at once; the connect waits for the upgrade (protocol.md §1, early bytes).
@@ -82,6 +87,11 @@ for prog in "$bindir"/*; do
   printf '%-18s %3ss rdma=%-3s %s\n' "$name" $((SECONDS - start)) "$wanted" "$(ut_stats_summary "$err")"
   if [ $expect = 1 ] && [ $wanted = yes ] && ! [ "${sent:-0}" -gt 0 ]; then
     echo "  --expect-rdma: $name sent no byte over RDMA"
+    missing=$((missing + 1))
+  fi
+  ud_received=$(ut_stat "$err" udp_ud_receives)
+  if [ $expect = 1 ] && [[ $UD_PROGRAMS == *" $name "* ]] && ! [ "${ud_received:-0}" -gt 0 ]; then
+    echo "  --expect-rdma: $name received no datagram over UD"
     missing=$((missing + 1))
   fi
   tcp_sent=$(ut_stat "$err" tcp_bytes_sent)

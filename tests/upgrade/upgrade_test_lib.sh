@@ -76,7 +76,8 @@ ut_stat() {
 # ut_stats_summary FILE: the counters worth reading, on one line.
 ut_stats_summary() {
   ut_stats "$1" tcp_bytes_sent tcp_bytes_received rdma_bytes_sent rdma_bytes_received upgrade_attempts \
-    upgrades_done upgrade_resets fallback_declined fallback_rejected fallback_no_listener fallback_timeout
+    upgrades_done upgrade_resets fallback_declined fallback_rejected fallback_no_listener fallback_timeout \
+    udp_ud_sends udp_ud_receives udp_kernel_sends udp_kernel_receives
 }
 
 # True when --expect-rdma was given or VSOCK_EXPECT_RDMA=1.

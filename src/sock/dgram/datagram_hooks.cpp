@@ -19,6 +19,14 @@
 #ifndef UDP_GRO
 #define UDP_GRO 104
 #endif
+#ifndef SO_TIMESTAMP_OLD
+#define SO_TIMESTAMP_OLD 29
+#define SO_TIMESTAMPNS_OLD 35
+#endif
+#ifndef SO_TIMESTAMP_NEW
+#define SO_TIMESTAMP_NEW 63
+#define SO_TIMESTAMPNS_NEW 64
+#endif
 
 namespace vsock::sock::dgram {
 namespace {
@@ -88,22 +96,20 @@ void on_datagram_connected(int fd, SocketState* state, const sockaddr* peer, soc
   }
 }
 
+namespace {
+
 bool is_datagram_unsupported_option(int level, int name) {
   switch (level) {
     case SOL_SOCKET:
-      // What a UD datagram has no answer for on receive (timestamps, the
-      // overflow count), or what changes which socket receives (filters,
+      // What a UD datagram has no answer for on receive (hardware
+      // timestamps), or what changes which socket receives (filters,
       // SO_REUSEPORT groups, a device binding).
-      return name == SO_TIMESTAMP || name == SO_TIMESTAMPNS || name == SO_TIMESTAMPING || name == SO_RXQ_OVFL ||
-             name == SO_ATTACH_FILTER || name == SO_ATTACH_BPF || name == SO_REUSEPORT ||
+      return name == SO_TIMESTAMPING || name == SO_ATTACH_FILTER || name == SO_ATTACH_BPF || name == SO_REUSEPORT ||
              name == SO_BINDTODEVICE || name == SO_MARK;
     case IPPROTO_IP:
-      return name == IP_PKTINFO || name == IP_RECVTOS || name == IP_RECVTTL || name == IP_RECVOPTS ||
-             name == IP_RETOPTS || name == IP_RECVORIGDSTADDR || name == IP_RECVERR || name == IP_OPTIONS ||
-             name == IP_TRANSPARENT;
+      return name == IP_RECVOPTS || name == IP_RETOPTS || name == IP_OPTIONS || name == IP_TRANSPARENT;
     case IPPROTO_IPV6:
-      return name == IPV6_RECVPKTINFO || name == IPV6_RECVTCLASS || name == IPV6_RECVHOPLIMIT ||
-             name == IPV6_RECVERR || name == IPV6_RECVORIGDSTADDR || name == IPV6_V6ONLY;
+      return name == IPV6_V6ONLY;
     case IPPROTO_UDP:
       // Corking and segmentation offload change what one sendmsg() sends.
       return name == UDP_CORK || name == UDP_SEGMENT || name == UDP_GRO;
@@ -112,13 +118,47 @@ bool is_datagram_unsupported_option(int level, int name) {
   }
 }
 
-void on_datagram_option(SocketState* state, int level, int name) {
+bool is_datagram_receive_control_option(int level, int name) {
+  switch (level) {
+    case SOL_SOCKET:
+      return name == SO_TIMESTAMP_OLD || name == SO_TIMESTAMPNS_OLD || name == SO_TIMESTAMP_NEW ||
+             name == SO_TIMESTAMPNS_NEW || name == SO_RXQ_OVFL;
+    case IPPROTO_IP:
+      return name == IP_PKTINFO || name == IP_RECVTTL || name == IP_RECVTOS || name == IP_RECVORIGDSTADDR;
+    case IPPROTO_IPV6:
+      return name == IPV6_RECVPKTINFO || name == IPV6_RECVHOPLIMIT || name == IPV6_RECVTCLASS ||
+             name == IPV6_RECVORIGDSTADDR;
+    default:
+      return false;
+  }
+}
+
+bool is_datagram_send_shape_option(int level, int name) {
+  return (level == IPPROTO_IP && (name == IP_TOS || name == IP_TTL)) ||
+         (level == IPPROTO_IPV6 && (name == IPV6_TCLASS || name == IPV6_UNICAST_HOPS));
+}
+
+}  // namespace
+
+bool is_datagram_option(int level, int name) {
+  return is_datagram_unsupported_option(level, name) || is_datagram_receive_control_option(level, name) ||
+         is_datagram_send_shape_option(level, name);
+}
+
+void on_datagram_option(int fd, SocketState* state, int level, int name) {
   DatagramSocket* socket = datagram_of(state);
-  if (socket == nullptr || socket->kernel_only() || !is_datagram_unsupported_option(level, name)) return;
+  if (socket == nullptr || socket->kernel_only()) return;
   sys::ReentryGuard guard;
-  VSOCK_LOG(kDebug, "udp: option %d/%d set: the socket leaves UD", level, name);
-  state->kernel_reason.store(KernelReason::kOption);
-  socket->leave_ud();
+  if (is_datagram_receive_control_option(level, name)) {
+    socket->receive_options_changed(fd);
+  } else if (is_datagram_send_shape_option(level, name)) {
+    VSOCK_LOG(kDebug, "udp fd %d: option %d/%d set: its datagrams are sent by the kernel", fd, level, name);
+    socket->send_through_kernel();
+  } else if (is_datagram_unsupported_option(level, name)) {
+    VSOCK_LOG(kDebug, "udp fd %d: option %d/%d set: the socket leaves UD", fd, level, name);
+    state->kernel_reason.store(KernelReason::kOption);
+    socket->leave_ud();
+  }
 }
 
 void leave_all_datagram_sockets() {

@@ -16,10 +16,13 @@ void on_datagram_created(SocketState* state);
 void on_datagram_bound(int fd, SocketState* state);
 // connect() succeeded (AF_UNSPEC included).
 void on_datagram_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t length);
-// setsockopt() went through: an option UD cannot honour for what the
-// socket receives or sends makes it leave UD.
-bool is_datagram_unsupported_option(int level, int name);
-void on_datagram_option(SocketState* state, int level, int name);
+// setsockopt() went through. Options that ask for control messages on
+// receive are answered for UD datagrams too (receive_controls.hpp); one
+// that shapes what is sent (IP_TOS, IP_TTL, ...) sends the socket's
+// datagrams through the kernel; one UD cannot honour at all makes the
+// socket leave UD.
+bool is_datagram_option(int level, int name);
+void on_datagram_option(int fd, SocketState* state, int level, int name);
 // The socket goes to another process (fork, vfork, daemon, SCM_RIGHTS):
 // every socket / the one of `fd` leaves UD in this process.
 void leave_all_datagram_sockets();

@@ -3,6 +3,7 @@
 #include <pthread.h>
 
 #include <cstring>
+#include <ctime>
 
 #include "core/clock.hpp"
 #include "core/config.hpp"
@@ -184,7 +185,12 @@ void DatagramHub::arrival(const UdArrival& arrival) {
   }
   UdPath back;
   learn_path(key, arrival, &back);  // replies need no resolution
-  socket->deliver(source, source_length, payload, length);
+  ArrivalFacts facts;
+  facts.destination = arrival.grh.destination;
+  facts.hop_limit = arrival.grh.hop_limit;
+  facts.traffic_class = arrival.grh.traffic_class;
+  clock_gettime(CLOCK_REALTIME, &facts.received);
+  socket->deliver(source, source_length, payload, length, facts);
   socket->release();
 }
 

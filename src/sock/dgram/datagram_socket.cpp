@@ -14,10 +14,20 @@
 #include "core/log.hpp"
 #include "core/stats.hpp"
 #include "sock/dgram/datagram_hub.hpp"
+#include "sock/dgram/interface_index.hpp"
 #include "sock/upgrade/upgrade_engine.hpp"
 #include "sock/wait/signal_restart.hpp"
 #include "sock/wait/spin_budget.hpp"
 #include "sys/real_calls.hpp"
+
+#ifndef SO_TIMESTAMP_OLD
+#define SO_TIMESTAMP_OLD 29
+#define SO_TIMESTAMPNS_OLD 35
+#endif
+#ifndef SO_TIMESTAMP_NEW
+#define SO_TIMESTAMP_NEW 63
+#define SO_TIMESTAMPNS_NEW 64
+#endif
 
 namespace vsock::sock::dgram {
 namespace {
@@ -160,8 +170,9 @@ void DatagramSocket::abandon_in_child() {
 void DatagramSocket::on_last_close() { detach(); }
 
 void DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_length, const uint8_t* payload,
-                             size_t length) {
+                             size_t length, const ArrivalFacts& arrival) {
   ReceivedDatagram datagram;
+  datagram.arrival = arrival;
   datagram.source_length = source_length;
   datagram.source = source;
   // An IPv6 socket sees an IPv4 sender as ::ffff:a.b.c.d, as from the kernel.
@@ -207,6 +218,7 @@ bool DatagramSocket::send_over_ud(int fd, const msghdr& msg, int flags, const so
   if (domain_ == AF_INET && to->sa_family != AF_INET) return false;
   if (!path_key_of(to, to_length, &key) || is_loopback(key) || !is_unicast(key)) return false;
   if (msg.msg_controllen != 0 || (flags & ~kUdSendFlags) != 0) return false;
+  if (send_through_kernel_.load(std::memory_order_acquire)) return false;
   DatagramHub* hub = DatagramHub::get();
   if (hub == nullptr) return false;
   const size_t length = total_length(msg);
@@ -264,13 +276,60 @@ core::Result<size_t> DatagramSocket::send_message(int fd, const msghdr& msg, int
 
 // --------------------------------------------------------------- receive --
 
-size_t DatagramSocket::take_queued(msghdr& msg, int flags) {
+size_t DatagramSocket::take_queued(int fd, msghdr& msg, int flags) {
+  const ReceivedDatagram& front = queue_.front();
+  const ArrivalFacts arrival = front.arrival;
+  ReceiverFacts receiver;
+  receiver.domain = domain_;
+  receiver.local_port = port_;
+  receiver.drops = front.drops_before;
   size_t n = queue_.take(msg, flags);
-  msg.msg_controllen = 0;  // nothing UD carries is asked for (else the socket left UD)
+  if (receive_options_.any()) {
+    if (receive_options_.ip_pktinfo || receive_options_.v6_pktinfo)
+      receiver.interface_index = interface_index_of(arrival.destination);
+    if (receive_options_.rxq_ovfl) receiver.drops += kernel_drops(fd);
+    write_receive_controls(msg, receive_options_, arrival, receiver);
+  } else {
+    msg.msg_controllen = 0;
+  }
   queued_.store(queue_.count(), std::memory_order_release);
   if (queue_.empty() && leaving_) kernel_only_.store(true, std::memory_order_release);
   if (!(flags & MSG_PEEK)) prefer_kernel_ = true;
   return n;
+}
+
+void DatagramSocket::receive_options_changed(int fd) {
+  auto on = [fd](int level, int name) {
+    int value = 0;
+    socklen_t length = sizeof value;
+    return sys::real().getsockopt(fd, level, name, &value, &length) == 0 && value != 0;
+  };
+  ReceiveOptions options;
+  const bool old_form = on(SOL_SOCKET, SO_TIMESTAMP_OLD), old_ns = on(SOL_SOCKET, SO_TIMESTAMPNS_OLD);
+  const bool new_form = on(SOL_SOCKET, SO_TIMESTAMP_NEW), new_ns = on(SOL_SOCKET, SO_TIMESTAMPNS_NEW);
+  options.timestamp = old_form || old_ns || new_form || new_ns;
+  options.timestamp_ns = old_ns || new_ns;
+  options.timestamp_new = new_form || new_ns;
+  options.rxq_ovfl = on(SOL_SOCKET, SO_RXQ_OVFL);
+  options.ip_pktinfo = on(IPPROTO_IP, IP_PKTINFO);
+  options.ip_ttl = on(IPPROTO_IP, IP_RECVTTL);
+  options.ip_tos = on(IPPROTO_IP, IP_RECVTOS);
+  options.ip_origdstaddr = on(IPPROTO_IP, IP_RECVORIGDSTADDR);
+  if (domain_ == AF_INET6) {
+    options.v6_pktinfo = on(IPPROTO_IPV6, IPV6_RECVPKTINFO);
+    options.v6_hoplimit = on(IPPROTO_IPV6, IPV6_RECVHOPLIMIT);
+    options.v6_tclass = on(IPPROTO_IPV6, IPV6_RECVTCLASS);
+    options.v6_origdstaddr = on(IPPROTO_IPV6, IPV6_RECVORIGDSTADDR);
+  }
+  std::lock_guard<std::mutex> held(mu_);
+  receive_options_ = options;
+}
+
+uint32_t DatagramSocket::kernel_drops(int fd) {
+  uint32_t meminfo[SK_MEMINFO_VARS] = {};
+  socklen_t length = sizeof meminfo;
+  if (sys::real().getsockopt(fd, SOL_SOCKET, SO_MEMINFO, meminfo, &length) != 0) return 0;
+  return meminfo[SK_MEMINFO_DROPS];
 }
 
 void DatagramSocket::count_kernel_receive(ssize_t n) {
@@ -335,7 +394,7 @@ core::Result<size_t> DatagramSocket::receive_message(int fd, msghdr& msg, int fl
     {
       std::lock_guard<std::mutex> held(mu_);
       // Take turns: after a datagram from the UD queue, the kernel's first.
-      if (!queue_.empty() && !prefer_kernel_) return R::ok(take_queued(msg, flags));
+      if (!queue_.empty() && !prefer_kernel_) return R::ok(take_queued(fd, msg, flags));
     }
     // msg_controllen is the caller's room; the kernel's call may shrink it.
     const size_t control_room = msg.msg_controllen;
@@ -351,7 +410,7 @@ core::Result<size_t> DatagramSocket::receive_message(int fd, msghdr& msg, int fl
     {
       std::lock_guard<std::mutex> held(mu_);
       prefer_kernel_ = false;
-      if (!queue_.empty()) return R::ok(take_queued(msg, flags));
+      if (!queue_.empty()) return R::ok(take_queued(fd, msg, flags));
     }
     if (nonblocking) {
       activity_.fetch_add(1, std::memory_order_acq_rel);  // found nothing: the next datagram is an edge

@@ -7,15 +7,18 @@
 // A datagram goes over UD when its destination is a resolved path (a
 // libvsock socket answered there), it is no larger than UDP allows (one
 // message, or fragments the receiving hub reassembles), and it asks for
-// nothing UD cannot give (control data, MSG_MORE, MSG_OOB, ...); else it
-// goes through the kernel, and an unknown destination is resolved
-// meanwhile (off this thread). A socket can
+// nothing UD cannot give (control data, MSG_MORE, MSG_OOB, a TOS or TTL of
+// its own, ...); else it goes through the kernel, and an unknown
+// destination is resolved meanwhile (off this thread). A datagram taken
+// from the UD queue carries the control messages the socket asked for
+// (IP_PKTINFO, SO_TIMESTAMP, IP_RECVTTL, ...: receive_controls.hpp), as
+// one from the kernel does. A socket can
 // receive over UD once it is attached to the hub: when it is bound to an
 // explicit port (it then answers resolutions there), or when it first sent
 // over UD (replies come back the same way).
 //
 // Leaving UD (fork, a socket passed to another process, an option UD
-// cannot honour on received datagrams): the socket detaches, so peers
+// cannot honour at all): the socket detaches, so peers
 // that still send to it are told to go back to the kernel (REVOKE); what
 // its UD queue holds is still delivered, then every call is the kernel's
 // (kernel_only()). A fork() child forgets the queue (the parent delivers
@@ -34,6 +37,7 @@
 
 #include "sock/blocking_mode.hpp"
 #include "sock/dgram/path_cache.hpp"
+#include "sock/dgram/receive_controls.hpp"
 #include "sock/dgram/receive_queue.hpp"
 #include "sock/managed_socket.hpp"
 
@@ -57,8 +61,15 @@ class DatagramSocket final : public ManagedSocket {
   // connect() succeeded: datagrams go to (and only come from) `peer`;
   // AF_UNSPEC dissolves the association.
   void on_connected(int fd, const sockaddr* peer, socklen_t length);
-  // An option that UD cannot honour on what it receives (IP_PKTINFO,
-  // SO_TIMESTAMP, ...), or the socket goes to another process: leave UD.
+  // An option that asks for control messages on receive was set: read
+  // again which ones the kernel socket has on (UD datagrams get the same).
+  void receive_options_changed(int fd);
+  // An option that shapes what is sent (IP_TOS, IP_TTL, ...) was set: the
+  // UD path's address handles cannot carry it, so the socket's datagrams
+  // go through the kernel from now on (it still receives over UD).
+  void send_through_kernel() { send_through_kernel_.store(true, std::memory_order_release); }
+  // An option that UD cannot honour at all (a filter, SO_REUSEPORT, ...),
+  // or the socket goes to another process: leave UD.
   void leave_ud();
   // In a fork() child: the parent keeps the UD side; this copy is the
   // kernel's from now on, with nothing queued.
@@ -78,7 +89,8 @@ class DatagramSocket final : public ManagedSocket {
 
   // --- the hub's delivery (DatagramHub::progress) ---
   uint64_t cookie() const { return cookie_; }
-  void deliver(const sockaddr_storage& source, socklen_t source_length, const uint8_t* payload, size_t length);
+  void deliver(const sockaddr_storage& source, socklen_t source_length, const uint8_t* payload, size_t length,
+               const ArrivalFacts& arrival);
 
   // --- ManagedSocket ---
   bool kernel_only() const override { return kernel_only_.load(std::memory_order_acquire); }
@@ -100,8 +112,9 @@ class DatagramSocket final : public ManagedSocket {
   bool send_over_ud(int fd, const msghdr& msg, int flags, const sockaddr* to, socklen_t to_length);
   // The socket's own port (host order), asked of the kernel once it has one.
   uint16_t local_port(int fd);
-  // Takes the front of the UD queue into msg; under mu_.
-  size_t take_queued(msghdr& msg, int flags);
+  // Takes the front of the UD queue into msg, with the control messages
+  // the socket asked for; under mu_.
+  size_t take_queued(int fd, msghdr& msg, int flags);
   // Waits until either path may have a datagram, or the deadline; EAGAIN
   // on timeout, EINTR as the kernel's call would.
   core::Result<bool> wait_readable(int fd, int64_t deadline_ms);
@@ -109,12 +122,15 @@ class DatagramSocket final : public ManagedSocket {
   void attach_locked(int fd);
   void detach();
   void count_kernel_receive(ssize_t n);
+  // The kernel socket's drop count (SO_RXQ_OVFL counts both paths').
+  static uint32_t kernel_drops(int fd);
   // poll_events() found the kernel socket readable: a grown receive queue
   // is a new datagram (activity).
   void note_kernel_queue(int fd);
 
   std::atomic<uint32_t> refs_{1};
   std::atomic<bool> kernel_only_{false};
+  std::atomic<bool> send_through_kernel_{false};
   std::atomic<uint64_t> activity_{0};
   // Datagrams waiting in the UD queue (read without the lock by waits).
   std::atomic<size_t> queued_{0};
@@ -135,6 +151,7 @@ class DatagramSocket final : public ManagedSocket {
   uint64_t ud_bytes_sent_ = 0;
   uint64_t ud_bytes_received_ = 0;
   bool prefer_kernel_ = false;  // the last receive came from the UD queue
+  ReceiveOptions receive_options_;
   ReceiveQueue queue_;
 };
 

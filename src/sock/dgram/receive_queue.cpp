@@ -10,6 +10,7 @@ bool ReceiveQueue::push(ReceivedDatagram&& datagram) {
     return false;
   }
   charged_ += charge_of(datagram);
+  datagram.drops_before = static_cast<uint32_t>(drops_);
   queue_.push_back(std::move(datagram));
   return true;
 }

@@ -26,12 +26,16 @@
 #include <deque>
 #include <vector>
 
+#include "sock/dgram/receive_controls.hpp"
+
 namespace vsock::sock::dgram {
 
 struct ReceivedDatagram {
   sockaddr_storage source{};
   socklen_t source_length = 0;
   std::vector<uint8_t> bytes;
+  ArrivalFacts arrival;      // for the control messages a receiver asks for
+  uint32_t drops_before = 0; // the queue's drops when it was queued (SO_RXQ_OVFL)
 };
 
 class ReceiveQueue {
@@ -42,7 +46,8 @@ class ReceiveQueue {
 
   void set_budget(size_t budget_bytes) { budget_ = budget_bytes; }
   size_t budget() const { return budget_; }
-  // Queues `datagram` if the budget allows; false (and counted) if not.
+  // Queues `datagram` if the budget allows (noting the drops so far in
+  // it); false (and counted) if not.
   bool push(ReceivedDatagram&& datagram);
   bool empty() const { return queue_.empty(); }
   size_t count() const { return queue_.size(); }
@@ -56,6 +61,9 @@ class ReceiveQueue {
   // not be empty. Honours MSG_PEEK and MSG_TRUNC in `flags`. Control data
   // is the caller's: msg_controllen is left as it is.
   size_t take(msghdr& msg, int flags);
+  // The front datagram (the queue must not be empty): what take() will
+  // answer, for the control messages written beside it.
+  const ReceivedDatagram& front() const { return queue_.front(); }
   // Drops everything queued (the socket is closing or goes to the kernel).
   void clear();
 
