@@ -51,6 +51,10 @@ class Route {
     sys::ReentryGuard guard;
     return preload::finish(socket_->send_message(fd, msg, flags));
   }
+  int send_batch(int fd, mmsghdr* msgs, unsigned count, int flags) const {
+    sys::ReentryGuard guard;
+    return static_cast<int>(preload::finish(socket_->send_messages(fd, msgs, count, flags)));
+  }
   ssize_t receive(int fd, msghdr& msg, int flags) const {
     sys::ReentryGuard guard;
     return preload::finish(socket_->receive_message(fd, msg, flags));
@@ -122,14 +126,12 @@ VSOCK_EXPORT int sendmmsg(int fd, mmsghdr* msgs, unsigned int count, int flags) 
   for (unsigned int i = 0; msgs != nullptr && i < count; ++i) hand_off_passed(&msgs[i].msg_hdr);
   Route route(fd);
   if (route.socket() == nullptr) return static_cast<int>(route.count_sent(real().sendmmsg(fd, msgs, count, flags)));
-  // As the kernel: the messages sent, or the first error if none was.
-  unsigned int sent = 0;
-  for (; sent < count && sent < UIO_MAXIOV; ++sent) {
-    ssize_t n = sendmsg(fd, &msgs[sent].msg_hdr, flags);
-    if (n < 0) return sent > 0 ? static_cast<int>(sent) : -1;
-    msgs[sent].msg_len = static_cast<unsigned int>(n);
+  if (count > UIO_MAXIOV) count = UIO_MAXIOV;  // the kernel's cap
+  if (count > 0 && msgs == nullptr) {
+    errno = EFAULT;
+    return -1;
   }
-  return static_cast<int>(sent);
+  return route.send_batch(fd, msgs, count, flags);
 }
 
 VSOCK_EXPORT ssize_t recv(int fd, void* buf, size_t len, int flags) {

@@ -109,6 +109,10 @@ struct vsock_stats {
    * received (a peer's socket is gone: its path is forgotten). */
   uint64_t udp_revokes_sent;
   uint64_t udp_revokes_received;
+  /* Posts to the UD send queue (doorbells): a sendmmsg() of datagrams that
+   * all go over UD posts them as one chain, so this grows by less than
+   * udp_ud_sends. */
+  uint64_t udp_ud_posts;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

@@ -63,7 +63,8 @@ namespace vsock::core {
   X(udp_drops_unknown_socket)  \
   X(udp_drops_reassembly)      \
   X(udp_revokes_sent)          \
-  X(udp_revokes_received)
+  X(udp_revokes_received)      \
+  X(udp_ud_posts)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

@@ -96,10 +96,15 @@ UdQueuePair& UdQueuePair::operator=(UdQueuePair&& other) noexcept {
 
 Status UdQueuePair::post_send(ibv_send_wr* wr) {
   ibv_send_wr* bad = nullptr;
-  int rc = ibv_post_send(qp_, wr, &bad);
+  return post_send(wr, &bad);
+}
+
+Status UdQueuePair::post_send(ibv_send_wr* wr, ibv_send_wr** bad) {
+  *bad = nullptr;
+  int rc = ibv_post_send(qp_, wr, bad);
   if (rc != 0)
     return Status::fail(report_error(rc, "ibv_post_send(UD QP %u, wr_id %llu)", qpn(),
-                                     bad ? static_cast<unsigned long long>(bad->wr_id) : 0ULL));
+                                     *bad ? static_cast<unsigned long long>((*bad)->wr_id) : 0ULL));
   return ok_status();
 }
 

@@ -70,6 +70,9 @@ class UdQueuePair {
   // Posts a chain of work requests. A failure names the first WR refused
   // (its wr_id) in the log; those before it are posted.
   Status post_send(ibv_send_wr* wr);
+  // The same; on failure *bad names the first request not posted (those
+  // before it were), or is null when the device did not say.
+  Status post_send(ibv_send_wr* wr, ibv_send_wr** bad);
   Status post_recv(ibv_recv_wr* wr);
 
   // Receives what is sent to the multicast group `gid` (on RoCE the

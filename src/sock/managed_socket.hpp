@@ -11,9 +11,11 @@
 // Results carry an errno (decision 7); only the entry point turns it into
 // -1 and errno.
 #pragma once
+#include <limits.h>
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstdint>
 
 #include "core/result.hpp"
@@ -30,6 +32,26 @@ class ManagedSocket {
   // its destination (msg_name: datagram sockets; a stream ignores it, as
   // the kernel does on a connected TCP socket) and control data.
   virtual core::Result<size_t> send_message(int fd, const msghdr& msg, int flags) = 0;
+  // sendmmsg(): sends msgs[0..count) in order, setting each one's msg_len,
+  // until one fails; the number sent, or the first error when none was
+  // (the kernel's rule). One at a time unless the kind can do better (a
+  // datagram socket posts a run of UD datagrams as one chain).
+  virtual core::Result<unsigned> send_messages(int fd, mmsghdr* msgs, unsigned count, int flags) {
+    unsigned sent = 0;
+    for (; sent < count; ++sent) {
+      if (msgs[sent].msg_hdr.msg_iovlen > static_cast<size_t>(IOV_MAX)) {
+        if (sent > 0) break;
+        return core::Result<unsigned>::fail(EMSGSIZE);
+      }
+      core::Result<size_t> n = send_message(fd, msgs[sent].msg_hdr, flags);
+      if (!n) {
+        if (sent > 0) break;
+        return core::Result<unsigned>::fail(n.error());
+      }
+      msgs[sent].msg_len = static_cast<unsigned>(n.value());
+    }
+    return core::Result<unsigned>::ok(sent);
+  }
   // recvmsg(): fills msg's iovecs, and, as the kernel's recvmsg does, its
   // msg_name / msg_namelen (the source, or length 0 on a stream), control
   // data and msg_flags (MSG_TRUNC, MSG_CTRUNC).

@@ -7,6 +7,10 @@
 #      at least 90% of each side's sends (the first ones go through the
 #      kernel while the destination is resolved), fragments included, and
 #      the device's sent-packet counter grew;
+#   1b. bursts: a client that sends each round's datagrams with one
+#      sendmmsg() and takes the echoes with recvmmsg(): every echo
+#      byte-exact, none lost, and the client's UD sends were posted in
+#      chains (udp_ud_posts well below udp_ud_sends: one doorbell per run);
 #   2. mixed: a plain server with a preloaded client, and the reverse: every
 #      echo byte-exact, nothing over UD (the plain side has no libvsock to
 #      answer a resolution, so the preloaded side stays on the kernel);
@@ -58,6 +62,32 @@ for wait in block poll epoll; do
   [ $((after - before)) -ge "$count" ] || ut_fail "both-$wait: the device sent only $((after - before)) packets"
   echo "MEASURED udp echo ($wait, both preloaded): $SECS s for $count datagrams"
 done
+
+# burst NAME SERVER_PRELOAD CLIENT_PRELOAD: rounds of sendmmsg bursts; sets SECS.
+burst() {
+  local name=$1 server_lib=$2 client_lib=$3 port server status
+  env ${server_lib:+LD_PRELOAD=$server_lib} VSOCK_STATS=1 "$pair" server "$addr" poll \
+    >"$work/$name.server" 2>"$work/$name.server.err" &
+  server=$!
+  port=$(ut_wait_line "$work/$name.server" '^READY ' 30 "$server") || ut_fail "$name: server did not start"
+  timeout 300 env ${client_lib:+LD_PRELOAD=$client_lib} VSOCK_STATS=1 "$pair" burst "$addr" "$port" "$rounds" 32 \
+    >"$work/$name.client" 2>"$work/$name.client.err"
+  status=$?
+  ut_wait_pid "$server" 30 >/dev/null
+  echo "$name: client: $(cat "$work/$name.client") | $(grep -h 'udp_pair:' "$work/$name.client.err" | head -3)"
+  [ $status -eq 0 ] || ut_fail "$name: the client saw lost or wrong echoes (status $status)"
+  SECS=$(sed -n 's/.* in \([0-9.]*\) s$/\1/p' "$work/$name.client")
+}
+rounds=${VSOCK_UDP_BURST_ROUNDS:-100}
+burst both-burst "$preload" "$preload"
+echo "both-burst client: $(ut_stats "$work/both-burst.client.err" udp_ud_sends udp_ud_posts udp_kernel_sends udp_ud_receives udp_drops_budget)"
+ud=$(ut_stat "$work/both-burst.client.err" udp_ud_sends)
+posts=$(ut_stat "$work/both-burst.client.err" udp_ud_posts)
+[ "${ud:-0}" -ge $((rounds * 32 * 9 / 10)) ] || ut_fail "both-burst: only ${ud:-0} of $((rounds * 32)) datagrams went over UD"
+[ "${posts:-0}" -gt 0 ] && [ $((posts * 4)) -le "$ud" ] || ut_fail "both-burst: $posts posts for $ud UD datagrams: sendmmsg did not chain them"
+echo "MEASURED udp bursts of 32 (sendmmsg/recvmmsg, both preloaded): $SECS s for $((rounds * 32)) datagrams, $posts doorbells"
+burst kernel-burst "" ""
+echo "MEASURED udp bursts of 32 (sendmmsg/recvmmsg, kernel): $SECS s for $((rounds * 32)) datagrams"
 
 run "plain-server" "" "$preload" block
 ud=$(ut_stat "$work/plain-server.client.err" udp_ud_sends)

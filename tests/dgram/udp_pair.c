@@ -15,6 +15,13 @@
  *                                   a lost one is counted, not resent.
  *                                   Prints "echoed E/N lost L wrong W in S s"
  *                                   and exits 0 only when W is 0 and L is 0.
+ *   udp_pair burst ADDR PORT ROUNDS BATCH
+ *                                   each round sends BATCH datagrams
+ *                                   (<= 64, up to 4,000 B) with one
+ *                                   sendmmsg(), takes the echoes with
+ *                                   recvmmsg() (2 s), matches them by index
+ *                                   and compares them; prints "burst echoed
+ *                                   E/N lost L wrong W in S s".
  * Every wait is bounded; the server stops after 120 s without a datagram. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -138,10 +145,90 @@ static int client(const char* addr, int port, long count, const char* wait, size
   return wrong == 0 && lost == 0 ? 0 : 1;
 }
 
+/* Bursts: each round sends `batch` datagrams with one sendmmsg() (sizes
+ * cycle up to 4,000 B, each a pattern of its index, the index in its first
+ * 4 bytes), then takes the echoes with recvmmsg() until all came or 2 s
+ * passed; each echo is matched by its index and compared byte for byte. */
+enum { kBurstMax = 64, kBurstSize = 4000, kBurstMs = 2000 };
+
+static size_t burst_size(long index) {
+  size_t size = kSizes[index % (sizeof kSizes / sizeof kSizes[0])];
+  return size > kBurstSize ? kBurstSize : size < 4 ? 4 : size;
+}
+
+static int burst(const char* addr, int port, long rounds, int batch) {
+  if (batch < 1 || batch > kBurstMax) batch = kBurstMax;
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  struct sockaddr_in to = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  inet_pton(AF_INET, addr, &to.sin_addr);
+  if (fd < 0) return die("socket");
+  static uint8_t out[kBurstMax][kBurstSize], in[kBurstMax][kBurstSize + 1];
+  struct iovec out_iov[kBurstMax], in_iov[kBurstMax];
+  struct mmsghdr out_msgs[kBurstMax], in_msgs[kBurstMax];
+  long echoed = 0, lost = 0, wrong = 0, sent_total = 0;
+  double start = now_s();
+  for (long r = 0; r < rounds; ++r) {
+    for (int k = 0; k < batch; ++k) {
+      long index = r * batch + k;
+      size_t size = burst_size(index);
+      for (size_t at = 0; at < size; ++at) out[k][at] = pattern((uint32_t)index, at);
+      memcpy(out[k], &index, 4);
+      out_iov[k] = (struct iovec){out[k], size};
+      out_msgs[k] = (struct mmsghdr){.msg_hdr = {.msg_name = &to, .msg_namelen = sizeof to, .msg_iov = &out_iov[k],
+                                                 .msg_iovlen = 1}};
+    }
+    int sent = 0;
+    while (sent < batch) {
+      int n = sendmmsg(fd, out_msgs + sent, (unsigned)(batch - sent), 0);
+      if (n < 0) return die("sendmmsg");
+      for (int k = sent; k < sent + n; ++k)
+        if (out_msgs[k].msg_len != out_iov[k].iov_len) return die("sendmmsg msg_len");
+      sent += n;
+    }
+    sent_total += sent;
+    char seen[kBurstMax] = {0};
+    int got = 0;
+    double deadline = now_s() + kBurstMs / 1000.0;
+    while (got < batch && now_s() < deadline) {
+      struct pollfd p = {fd, POLLIN, 0};
+      if (poll(&p, 1, (int)((deadline - now_s()) * 1000) + 1) <= 0) break;
+      for (int k = 0; k < batch; ++k) {
+        in_iov[k] = (struct iovec){in[k], sizeof in[k]};
+        in_msgs[k] = (struct mmsghdr){.msg_hdr = {.msg_iov = &in_iov[k], .msg_iovlen = 1}};
+      }
+      int n = recvmmsg(fd, in_msgs, (unsigned)batch, MSG_DONTWAIT, NULL);
+      if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+      if (n < 0) return die("recvmmsg");
+      for (int m = 0; m < n; ++m) {
+        long index;
+        if (in_msgs[m].msg_len < 4) continue;
+        memcpy(&index, in[m], 4);
+        index &= 0xffffffffL;
+        int k = (int)(index - r * batch);
+        if (k < 0 || k >= batch || seen[k]) continue; /* a late echo of an earlier round */
+        seen[k] = 1;
+        ++got;
+        if (in_msgs[m].msg_len != out_iov[k].iov_len || memcmp(in[m], out[k], out_iov[k].iov_len) != 0) {
+          ++wrong;
+          fprintf(stderr, "udp_pair: burst datagram %ld: echo of %u B differs\n", index, in_msgs[m].msg_len);
+        } else {
+          ++echoed;
+        }
+      }
+    }
+    lost += batch - got;
+  }
+  double secs = now_s() - start;
+  sendto(fd, "QUIT", 4, 0, (struct sockaddr*)&to, sizeof to);
+  printf("burst echoed %ld/%ld lost %ld wrong %ld in %.3f s\n", echoed, sent_total, lost, wrong, secs);
+  return wrong == 0 && lost == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   if (argc == 4 && strcmp(argv[1], "server") == 0) return server(argv[2], argv[3]);
   if ((argc == 6 || argc == 7) && strcmp(argv[1], "client") == 0)
     return client(argv[2], atoi(argv[3]), atol(argv[4]), argv[5], argc == 7 ? (size_t)atol(argv[6]) : kMax);
+  if (argc == 6 && strcmp(argv[1], "burst") == 0) return burst(argv[2], atoi(argv[3]), atol(argv[4]), atoi(argv[5]));
   fprintf(stderr, "usage: udp_pair server ADDR block|poll|epoll | client ADDR PORT COUNT block|poll|epoll\n");
   return 2;
 }

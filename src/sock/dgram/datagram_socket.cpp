@@ -211,7 +211,17 @@ void DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_le
 
 // ------------------------------------------------------------------ send --
 
-bool DatagramSocket::send_over_ud(int fd, const msghdr& msg, int flags, const sockaddr* to, socklen_t to_length) {
+bool DatagramSocket::route_over_ud(int fd, const msghdr& msg, int flags, UdOutgoing* out, DatagramHub** hub_out) {
+  const sockaddr* to = static_cast<const sockaddr*>(msg.msg_name);
+  socklen_t to_length = msg.msg_namelen;
+  sockaddr_storage peer{};
+  if (to == nullptr || to_length == 0) {
+    std::lock_guard<std::mutex> held(mu_);
+    if (!connected_) return false;  // the kernel's EDESTADDRREQ
+    peer = peer_;
+    to = reinterpret_cast<const sockaddr*>(&peer);
+    to_length = peer_length_;
+  }
   PathKey key;
   // An address of another family than the socket's is the kernel's to
   // refuse (an IPv6 socket may send to IPv4 addresses, not the reverse).
@@ -221,7 +231,6 @@ bool DatagramSocket::send_over_ud(int fd, const msghdr& msg, int flags, const so
   if (send_through_kernel_.load(std::memory_order_acquire)) return false;
   DatagramHub* hub = DatagramHub::get();
   if (hub == nullptr) return false;
-  const size_t length = total_length(msg);
   const int64_t now = core::monotonic_ms();
   UdPath path;
   PathLookup found = hub->paths().find(key, now, &path);
@@ -231,47 +240,95 @@ bool DatagramSocket::send_over_ud(int fd, const msghdr& msg, int flags, const so
     return false;
   }
   if (found != PathLookup::kResolved) return false;
-  wire::DatagramHeader header;
   {
     std::lock_guard<std::mutex> held(mu_);
     if (leaving_ || local_port(fd) == 0) return false;  // the kernel binds it on the first send
     attach_locked(fd);  // replies come back over UD
     if (hub_ == nullptr) return false;
-    header.source_port = port_;
-    header.datagram_id = next_datagram_id_++;
+    out->header.source_port = port_;
+    out->header.datagram_id = next_datagram_id_++;
   }
-  header.type = wire::DatagramType::kData;
-  header.destination_port = key.port;
-  header.destination_cookie = path.cookie;
-  header.source_cookie = cookie_;
-  rdma::Status sent =
-      hub->endpoint().send_datagram(path.ah, path.qpn, header, msg.msg_iov, static_cast<int>(msg.msg_iovlen), length);
-  if (!sent) return false;  // EAGAIN (every slot in flight) or a device error: the kernel takes it
-  core::stat_add(core::Stat::udp_ud_sends);
-  core::stat_add(core::Stat::udp_ud_bytes_sent, length);
-  std::lock_guard<std::mutex> held(mu_);
-  ud_bytes_sent_ += length;
+  out->header.type = wire::DatagramType::kData;
+  out->header.destination_port = key.port;
+  out->header.destination_cookie = path.cookie;
+  out->header.source_cookie = cookie_;
+  out->ah = path.ah;
+  out->qpn = path.qpn;
+  out->iov = msg.msg_iov;
+  out->iov_count = static_cast<int>(msg.msg_iovlen);
+  out->length = total_length(msg);
+  *hub_out = hub;
   return true;
+}
+
+void DatagramSocket::count_ud_sent(uint64_t datagrams, uint64_t bytes) {
+  core::stat_add(core::Stat::udp_ud_sends, datagrams);
+  core::stat_add(core::Stat::udp_ud_bytes_sent, bytes);
+  std::lock_guard<std::mutex> held(mu_);
+  ud_bytes_sent_ += bytes;
 }
 
 core::Result<size_t> DatagramSocket::send_message(int fd, const msghdr& msg, int flags) {
   using R = core::Result<size_t>;
-  const sockaddr* to = static_cast<const sockaddr*>(msg.msg_name);
-  socklen_t to_length = msg.msg_namelen;
-  sockaddr_storage peer{};
-  if (to == nullptr || to_length == 0) {
-    std::lock_guard<std::mutex> held(mu_);
-    if (connected_) {
-      peer = peer_;
-      to = reinterpret_cast<const sockaddr*>(&peer);
-      to_length = peer_length_;
+  UdOutgoing out;
+  DatagramHub* hub = nullptr;
+  if (route_over_ud(fd, msg, flags, &out, &hub)) {
+    size_t posted = 0;
+    // EAGAIN (every slot in flight) or a device error: the kernel takes it.
+    hub->endpoint().send_datagrams(&out, 1, &posted);
+    if (posted == 1) {
+      count_ud_sent(1, out.length);
+      return R::ok(out.length);
     }
   }
-  if (to != nullptr && to_length > 0 && send_over_ud(fd, msg, flags, to, to_length)) return R::ok(total_length(msg));
   ssize_t n = sys::real().sendmsg(fd, &msg, flags);
   if (n < 0) return R::fail(errno);
   core::stat_add(core::Stat::udp_kernel_sends);
   return R::ok(static_cast<size_t>(n));
+}
+
+core::Result<unsigned> DatagramSocket::send_messages(int fd, mmsghdr* msgs, unsigned count, int flags) {
+  using R = core::Result<unsigned>;
+  unsigned done = 0;
+  UdOutgoing run[kSendRun];
+  while (done < count) {
+    // The longest run of datagrams that UD can take now, posted as one
+    // chain: one doorbell for all of them.
+    size_t prepared = 0;
+    DatagramHub* hub = nullptr;
+    while (done + prepared < count && prepared < kSendRun) {
+      const msghdr& msg = msgs[done + prepared].msg_hdr;
+      if (msg.msg_iovlen > static_cast<size_t>(IOV_MAX) || !route_over_ud(fd, msg, flags, &run[prepared], &hub)) break;
+      ++prepared;
+    }
+    if (prepared > 0) {
+      size_t posted = 0;
+      hub->endpoint().send_datagrams(run, prepared, &posted);
+      uint64_t bytes = 0;
+      for (size_t i = 0; i < posted; ++i) {
+        msgs[done + i].msg_len = static_cast<unsigned>(run[i].length);
+        bytes += run[i].length;
+      }
+      if (posted > 0) {
+        count_ud_sent(posted, bytes);
+        done += static_cast<unsigned>(posted);
+        continue;
+      }
+    }
+    // This one alone: through the kernel (or UD, once more, if room came).
+    if (msgs[done].msg_hdr.msg_iovlen > static_cast<size_t>(IOV_MAX)) {
+      if (done > 0) break;
+      return R::fail(EMSGSIZE);
+    }
+    core::Result<size_t> sent = send_message(fd, msgs[done].msg_hdr, flags);
+    if (!sent) {
+      if (done > 0) break;
+      return R::fail(sent.error());
+    }
+    msgs[done].msg_len = static_cast<unsigned>(sent.value());
+    ++done;
+  }
+  return R::ok(done);
 }
 
 // --------------------------------------------------------------- receive --

@@ -39,6 +39,7 @@
 #include "sock/dgram/path_cache.hpp"
 #include "sock/dgram/receive_controls.hpp"
 #include "sock/dgram/receive_queue.hpp"
+#include "sock/dgram/ud_endpoint.hpp"
 #include "sock/managed_socket.hpp"
 
 namespace vsock::sock::dgram {
@@ -95,6 +96,7 @@ class DatagramSocket final : public ManagedSocket {
   // --- ManagedSocket ---
   bool kernel_only() const override { return kernel_only_.load(std::memory_order_acquire); }
   core::Result<size_t> send_message(int fd, const msghdr& msg, int flags) override;
+  core::Result<unsigned> send_messages(int fd, mmsghdr* msgs, unsigned count, int flags) override;
   core::Result<size_t> receive_message(int fd, msghdr& msg, int flags) override;
   core::Result<bool> shutdown(int fd, int how) override;
   core::Result<int> readable_bytes(int fd) override;
@@ -107,9 +109,14 @@ class DatagramSocket final : public ManagedSocket {
 
  private:
   ~DatagramSocket() = default;
-  // Sends over UD if the destination has a path and the datagram fits;
-  // true if it went. Starts a resolution for an unknown destination.
-  bool send_over_ud(int fd, const msghdr& msg, int flags, const sockaddr* to, socklen_t to_length);
+  // The most datagrams of one sendmmsg() prepared for one chain.
+  static constexpr size_t kSendRun = 64;
+  // Whether `msg` may go over UD now (its destination, or the connected
+  // peer, has a path; nothing in it needs the kernel): then *out describes
+  // it (a datagram id taken) and *hub is the process's hub. Starts a
+  // resolution for an unknown destination.
+  bool route_over_ud(int fd, const msghdr& msg, int flags, UdOutgoing* out, DatagramHub** hub);
+  void count_ud_sent(uint64_t datagrams, uint64_t bytes);
   // The socket's own port (host order), asked of the kernel once it has one.
   uint16_t local_port(int fd);
   // Takes the front of the UD queue into msg, with the control messages

@@ -154,35 +154,100 @@ rdma::Status UdEndpoint::send(ibv_ah* ah, uint32_t qpn, const wire::DatagramHead
   }
   ibv_send_wr wr;
   ibv_sge sge;
+  const uint64_t first = posted_sends_;
   fill_slot(header, iov, count, 0, payload, ah, qpn, &wr, &sge);
-  return qp_.post_send(&wr);
+  ibv_send_wr* bad = nullptr;
+  rdma::Status sent = qp_.post_send(&wr, &bad);
+  core::stat_add(core::Stat::udp_ud_posts);
+  if (!sent) unposted_after_failure(first, bad);
+  return sent;
 }
 
 rdma::Status UdEndpoint::send_datagram(ibv_ah* ah, uint32_t qpn, const wire::DatagramHeader& header,
                                        const iovec* iov, int count, size_t length) {
-  core::Result<FragmentPlan> plan = plan_fragments(length, max_payload());
-  if (!plan) return rdma::Status::fail(plan.error());
-  const uint32_t fragments = plan.value().count;
-  if (fragments > config_.send_slots || fragments > kMaxChain) return rdma::Status::fail(EMSGSIZE);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (posted_sends_ - completed_sends_ + fragments > config_.send_slots) reap_sends();
-  if (posted_sends_ - completed_sends_ + fragments > config_.send_slots) {
-    ++counters_.slots_exhausted;
-    return rdma::Status::fail(EAGAIN);
-  }
+  UdOutgoing one;
+  one.ah = ah;
+  one.qpn = qpn;
+  one.header = header;
+  one.iov = iov;
+  one.iov_count = count;
+  one.length = length;
+  size_t posted = 0;
+  rdma::Status status = send_datagrams(&one, 1, &posted);
+  return posted == 1 ? rdma::ok_status() : status;
+}
+
+rdma::Status UdEndpoint::send_datagrams(const UdOutgoing* datagrams, size_t count, size_t* posted) {
+  *posted = 0;
   ibv_send_wr wrs[kMaxChain];
   ibv_sge sges[kMaxChain];
-  wire::DatagramHeader fragment = header;
-  fragment.fragment_count = static_cast<uint16_t>(fragments);
-  fragment.total_length = static_cast<uint16_t>(length);
-  for (uint32_t i = 0; i < fragments; ++i) {
-    wire::FragmentSpan span = fragment_at(plan.value(), i).value();
-    fragment.fragment_index = static_cast<uint16_t>(i);
-    fragment.payload_length = static_cast<uint16_t>(span.length);
-    fill_slot(fragment, iov, count, span.offset, span.length, ah, qpn, &wrs[i], &sges[i]);
-    wrs[i].next = i + 1 < fragments ? &wrs[i + 1] : nullptr;
+  // Where each datagram's requests end in wrs (its last one is end - 1).
+  uint32_t ends[kMaxChain];
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t first = posted_sends_;
+  uint32_t used = 0;
+  size_t taken = 0;
+  rdma::Status why = rdma::ok_status();
+  for (; taken < count; ++taken) {
+    const UdOutgoing& d = datagrams[taken];
+    core::Result<FragmentPlan> plan = plan_fragments(d.length, max_payload());
+    if (!plan) {
+      why = rdma::Status::fail(plan.error());
+      break;
+    }
+    const uint32_t fragments = plan.value().count;
+    if (fragments > config_.send_slots || fragments > kMaxChain) {
+      why = rdma::Status::fail(EMSGSIZE);
+      break;
+    }
+    if (used + fragments > kMaxChain) {
+      why = rdma::Status::fail(EAGAIN);
+      break;
+    }
+    if (posted_sends_ - completed_sends_ + fragments > config_.send_slots) reap_sends();
+    if (posted_sends_ - completed_sends_ + fragments > config_.send_slots) {
+      ++counters_.slots_exhausted;
+      why = rdma::Status::fail(EAGAIN);
+      break;
+    }
+    wire::DatagramHeader fragment = d.header;
+    fragment.fragment_count = static_cast<uint16_t>(fragments);
+    fragment.total_length = static_cast<uint16_t>(d.length);
+    for (uint32_t i = 0; i < fragments; ++i, ++used) {
+      wire::FragmentSpan span = fragment_at(plan.value(), i).value();
+      fragment.fragment_index = static_cast<uint16_t>(i);
+      fragment.payload_length = static_cast<uint16_t>(span.length);
+      fill_slot(fragment, d.iov, d.iov_count, span.offset, span.length, d.ah, d.qpn, &wrs[used], &sges[used]);
+      if (used > 0) wrs[used - 1].next = &wrs[used];
+    }
+    ends[taken] = used;
   }
-  return qp_.post_send(wrs);
+  if (used == 0) return why;
+  wrs[used - 1].next = nullptr;
+  ibv_send_wr* bad = nullptr;
+  rdma::Status sent = qp_.post_send(wrs, &bad);
+  core::stat_add(core::Stat::udp_ud_posts);
+  if (!sent) {
+    // Only datagrams whose every fragment the device took count as sent: a
+    // part of one is never reassembled, so sending it again elsewhere (the
+    // kernel) delivers it once.
+    const uint64_t unposted = unposted_after_failure(first, bad);
+    size_t whole = 0;
+    while (whole < taken && first + ends[whole] <= unposted) ++whole;
+    *posted = whole;
+    return sent;
+  }
+  *posted = taken;
+  return why;
+}
+
+uint64_t UdEndpoint::unposted_after_failure(uint64_t first, const ibv_send_wr* bad) {
+  const uint64_t unposted = bad != nullptr ? bad->wr_id : first;
+  // The requests from `unposted` on were never posted: their slots (and
+  // numbers) are free again, and no completion will come for them.
+  counters_.sent -= posted_sends_ - unposted;
+  posted_sends_ = unposted;
+  return unposted;
 }
 
 int UdEndpoint::poll(ArrivalHandler handler, void* context, int max) {

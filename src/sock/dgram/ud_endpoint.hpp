@@ -61,6 +61,18 @@ struct UdArrival {
   const ibv_grh* grh_slot = nullptr;
 };
 
+// One datagram to send: where to, its header (type, flags, ports,
+// cookies, datagram id; the fragment fields are filled by the endpoint)
+// and its `length` bytes gathered from iov.
+struct UdOutgoing {
+  ibv_ah* ah = nullptr;
+  uint32_t qpn = 0;
+  wire::DatagramHeader header;
+  const iovec* iov = nullptr;
+  int iov_count = 0;
+  size_t length = 0;
+};
+
 struct UdEndpointCounters {
   uint64_t sent = 0;
   uint64_t received = 0;
@@ -102,6 +114,13 @@ class UdEndpoint {
   // room (at most send_slots fragments fit at all).
   rdma::Status send_datagram(ibv_ah* ah, uint32_t qpn, const wire::DatagramHeader& header, const iovec* iov,
                              int count, size_t length);
+  // sendmmsg(): posts the longest prefix of `datagrams` that fits, each
+  // whole (every fragment) or not at all, as one chain (one doorbell);
+  // *posted says how many went. The status says why the next one did not:
+  // EMSGSIZE (too large for UD), EAGAIN (no room now: slots in flight, or
+  // the chain is full: call again with the rest), or a verbs error (what
+  // the device did not take is not counted as posted).
+  rdma::Status send_datagrams(const UdOutgoing* datagrams, size_t count, size_t* posted);
 
   // Takes up to `max` arrivals, hands each good one to handler(context, ·)
   // and posts the buffers again. Returns how many completions it took (0:
@@ -121,6 +140,9 @@ class UdEndpoint {
  private:
   UdEndpoint() = default;
   rdma::Status post_receives(const uint32_t* indexes, size_t count);
+  // The number of the first send not posted after a failed post of the
+  // chain that started at `first` (the slots from there on are free again).
+  uint64_t unposted_after_failure(uint64_t first, const ibv_send_wr* bad);
   // Copies header + `length` bytes from `offset` of the iovecs into the
   // next slot and fills `wr`/`sge` for it (under mu_, room checked).
   void fill_slot(const wire::DatagramHeader& header, const iovec* iov, int count, size_t offset, size_t length,
