@@ -105,14 +105,19 @@ struct vsock_stats {
   uint64_t udp_drops_malformed;
   uint64_t udp_drops_unknown_socket;
   uint64_t udp_drops_reassembly;
-  /* REVOKE messages sent (a datagram for a socket that is gone) and
-   * received (a peer's socket is gone: its path is forgotten). */
+  /* REVOKE messages sent (a socket that used UD closed or left it: each
+   * peer it knew is told) and received (that peer's path is forgotten). */
   uint64_t udp_revokes_sent;
   uint64_t udp_revokes_received;
   /* Posts to the UD send queue (doorbells): a sendmmsg() of datagrams that
    * all go over UD posts them as one chain, so this grows by less than
    * udp_ud_sends. */
   uint64_t udp_ud_posts;
+  /* UNREACH messages sent (a datagram named a socket that is gone here:
+   * counted in udp_drops_unknown_socket too) and received (the sender's
+   * path is forgotten; a connected socket then sees ECONNREFUSED). */
+  uint64_t udp_unreach_sent;
+  uint64_t udp_unreach_received;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

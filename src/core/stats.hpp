@@ -64,7 +64,9 @@ namespace vsock::core {
   X(udp_drops_reassembly)      \
   X(udp_revokes_sent)          \
   X(udp_revokes_received)      \
-  X(udp_ud_posts)
+  X(udp_ud_posts)              \
+  X(udp_unreach_sent)          \
+  X(udp_unreach_received)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

@@ -7,9 +7,10 @@
 // runs, one after the other, printing a line per mode:
 //   1 garbage       random bytes of random lengths 0..MTU: nothing back;
 //   2 bad headers   valid magic, each field broken in turn: nothing back;
-//   3 unknown cookie a valid DATA naming a cookie the server lacks: a
-//                   REVOKE back (source cookie = the one named, destination
-//                   cookie = ours, ports swapped, id 0), in bounded time;
+//   3 unknown cookie a valid DATA naming a cookie the server lacks: an
+//                   UNREACH back (source cookie = the one named, destination
+//                   cookie = ours, ports swapped, the DATA's id), in
+//                   bounded time;
 //   4 fragment bomb first fragments (0 of 67) of many distinct 65,507-byte
 //                   datagrams: the server's VmRSS (SERVER_PID) grows by
 //                   at most 16 MiB;
@@ -562,27 +563,28 @@ void mode_unknown_cookie(Peer& peer, Outcome* out, uint32_t* next_id) {
   const uint64_t bogus = peer.server_cookie() ^ 0x5a5a5a5a00000001ull;
   uint8_t payload[32];
   for (size_t i = 0; i < sizeof payload; ++i) payload[i] = static_cast<uint8_t>(i * 3);
-  int revokes = 0, others = 0, attempts = 0;
+  int unreaches = 0, others = 0, attempts = 0;
   bool good = false;
   double start = now_seconds(), took_ms = 0;
   std::string wrong;
   for (; attempts < kAttempts && !good; ++attempts) {
-    DatagramHeader h = peer.data_header((*next_id)++, bogus);
+    const uint32_t id = (*next_id)++;
+    DatagramHeader h = peer.data_header(id, bogus);
     h.total_length = sizeof payload;
     h.payload_length = sizeof payload;
     start = now_seconds();
     if (!peer.send_message(h, payload, sizeof payload)) break;
     peer.watch(kReplyMs, [&](const Arrival& a) {
-      if (!a.over_ud || !a.parsed || a.header.type != DatagramType::kRevoke) {
+      if (!a.over_ud || !a.parsed || a.header.type != DatagramType::kUnreach) {
         ++others;
         printf("%s: mode 3: besides: %s\n", kProgram, describe(a).c_str());
         return false;
       }
-      ++revokes;
+      ++unreaches;
       took_ms = (now_seconds() - start) * 1000;
       const DatagramHeader& r = a.header;
       if (r.source_cookie == bogus && r.destination_cookie == peer.my_cookie() &&
-          r.source_port == peer.server_port() && r.destination_port == peer.my_port() && r.datagram_id == 0 &&
+          r.source_port == peer.server_port() && r.destination_port == peer.my_port() && r.datagram_id == id &&
           a.source_qpn == peer.server_qpn() && r.payload_length == 0) {
         good = true;
         return true;
@@ -592,13 +594,13 @@ void mode_unknown_cookie(Peer& peer, Outcome* out, uint32_t* next_id) {
     });
   }
   printf("%s: mode 3 unknown cookie: %d DATA of 32 B to port %u naming cookie %016llx (not the server's); "
-         "%d REVOKE back%s%s (%.1f ms after the last send), %d other messages\n",
-         kProgram, attempts, peer.server_port(), static_cast<unsigned long long>(bogus), revokes,
-         good ? ", correct: type REVOKE, source cookie = the one named, destination cookie = ours, ports swapped, "
-                "id 0, from the server's QP"
+         "%d UNREACH back%s%s (%.1f ms after the last send), %d other messages\n",
+         kProgram, attempts, peer.server_port(), static_cast<unsigned long long>(bogus), unreaches,
+         good ? ", correct: type UNREACH, source cookie = the one named, destination cookie = ours, ports swapped, "
+                "the DATA's id, from the server's QP"
               : "",
          wrong.empty() ? "" : (", WRONG: " + wrong).c_str(), took_ms, others);
-  if (!good) out->fail("unknown cookie", "no correct REVOKE came back in time");
+  if (!good) out->fail("unknown cookie", "no correct UNREACH came back in time");
 }
 
 void mode_fragment_bomb(Peer& peer, Outcome* out, uint32_t* next_id, int server_pid, long count) {

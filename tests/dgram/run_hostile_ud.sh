@@ -6,13 +6,13 @@
 # well-behaved preloaded client.
 #
 # Holds when: hostile_ud saw every expectation hold (nothing back for
-# garbage and broken headers, a correct REVOKE for the unknown cookie, the
+# garbage and broken headers, a correct UNREACH for the unknown cookie, the
 # server's VmRSS within +16 MiB through the bomb, the valid fragmented
 # datagram echoed byte-exact, an answer after the flood, a new sender's
 # echo over UD after 4,300 others); the server is alive after it; the good
 # client gets every echo byte-exact with at least 90% of its sends and of
 # the echoes over UD; the server exits 0 on QUIT; and its stats show
-# udp_drops_malformed, udp_drops_unknown_socket, udp_revokes_sent and
+# udp_drops_malformed, udp_drops_unknown_socket, udp_unreach_sent and
 # udp_drops_reassembly above 0. Every failure is listed, then exit 1.
 source "$(dirname "$0")/../upgrade/upgrade_test_lib.sh"
 [ $# -eq 3 ] || { echo "usage: $0 HOSTILE_UD UDP_PAIR PRELOAD"; exit 2; }
@@ -110,11 +110,11 @@ echo "server: $(cat "$work/server.out" | tail -1), exit status $rc"
 [ $rc -eq 0 ] || fail "the server did not exit 0 on QUIT (status $rc)"
 
 stats=$(ut_stats "$work/server.err" udp_ud_sends udp_ud_receives udp_kernel_sends udp_kernel_receives \
-  udp_drops_malformed udp_drops_unknown_socket udp_drops_reassembly udp_drops_budget udp_revokes_sent \
-  udp_revokes_received)
+  udp_drops_malformed udp_drops_unknown_socket udp_drops_reassembly udp_drops_budget udp_unreach_sent \
+  udp_revokes_sent udp_revokes_received)
 echo "server counters: $stats"
 [ -n "$stats" ] || fail "server: no stats line (was libvsock loaded?)"
-for name in udp_drops_malformed udp_drops_unknown_socket udp_revokes_sent udp_drops_reassembly; do
+for name in udp_drops_malformed udp_drops_unknown_socket udp_unreach_sent udp_drops_reassembly; do
   value=$(ut_stat "$work/server.err" "$name")
   [ "${value:-0}" -gt 0 ] || fail "server: $name is ${value:-missing}, expected > 0"
 done

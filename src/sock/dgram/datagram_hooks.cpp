@@ -7,8 +7,8 @@
 
 #include "core/config.hpp"
 #include "core/log.hpp"
-#include "core/rules.hpp"
 #include "sock/dgram/datagram_socket.hpp"
+#include "sock/dgram/udp_rules.hpp"
 #include "sock/registry.hpp"
 #include "sys/real_calls.hpp"
 #include "sys/reentry_guard.hpp"
@@ -33,17 +33,6 @@ namespace {
 
 DatagramSocket* datagram_of(SocketState* state) {
   return state == nullptr ? nullptr : state->datagram.load(std::memory_order_acquire);
-}
-
-// Whether the rules let a UDP socket at `address` (ours, bound) use UD.
-bool rules_allow(const sockaddr* address) {
-  const core::Config& config = core::config();
-  core::Endpoint endpoint;
-  endpoint.proto = core::Proto::kUdp;
-  endpoint.program = program_invocation_short_name;
-  endpoint.role = core::Role::kServer;
-  endpoint.addr = address;
-  return core::decide(config.rules, endpoint, config.settings.udp) == core::OffloadMode::kOffload;
 }
 
 // The fd table's walk takes a plain function: it collects here.
@@ -81,7 +70,7 @@ void on_datagram_bound(int fd, SocketState* state) {
   socklen_t length = sizeof local;
   if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) return;
   sys::ReentryGuard guard;
-  if (!rules_allow(reinterpret_cast<sockaddr*>(&local))) {
+  if (!udp_rules_allow(reinterpret_cast<sockaddr*>(&local), core::Role::kServer)) {
     state->kernel_reason.store(KernelReason::kRule);
     socket->leave_ud();
     return;

@@ -10,6 +10,7 @@
 #include "core/log.hpp"
 #include "core/stats.hpp"
 #include "sock/dgram/datagram_socket.hpp"
+#include "sock/dgram/udp_rules.hpp"
 #include "sock/offload_policy.hpp"
 #include "sock/upgrade/upgrade_engine.hpp"
 #include "sys/reentry_guard.hpp"
@@ -96,7 +97,7 @@ void DatagramHub::attach(uint64_t cookie, DatagramSocket* socket) {
   sockets_[cookie] = socket;  // the caller retained it for us
 }
 
-void DatagramHub::detach(uint64_t cookie) {
+void DatagramHub::detach(uint64_t cookie, bool still_open) {
   DatagramSocket* socket = nullptr;
   {
     std::lock_guard<std::mutex> held(sockets_mu_);
@@ -104,21 +105,32 @@ void DatagramHub::detach(uint64_t cookie) {
     if (it == sockets_.end()) return;
     socket = it->second;
     sockets_.erase(it);
+    if (still_open) {
+      if (departed_.size() >= kMaxDeparted) departed_.erase(departed_.begin());
+      departed_.insert(cookie);
+    }
   }
   socket->release();
 }
 
+void DatagramHub::forget_departed(uint64_t cookie) {
+  std::lock_guard<std::mutex> held(sockets_mu_);
+  departed_.erase(cookie);
+}
+
 int DatagramHub::progress() {
   int taken = endpoint_->poll(&DatagramHub::on_arrival, this, kProgressBatch);
-  // REVOKEs are sent here, after the poll: the endpoint's lock is held
+  // Answers to unknown cookies are sent here, after the poll: the endpoint's lock is held
   // while arrivals are handled, and a send takes it too.
-  std::vector<PendingRevoke> revokes;
+  std::vector<PendingControl> controls;
   {
-    std::lock_guard<std::mutex> held(revokes_mu_);
-    revokes.swap(revokes_);
+    std::lock_guard<std::mutex> held(controls_mu_);
+    controls.swap(controls_);
   }
-  for (const PendingRevoke& r : revokes)
-    if (endpoint_->send(r.ah, r.qpn, r.header, nullptr, 0)) core::stat_add(core::Stat::udp_revokes_sent);
+  for (const PendingControl& c : controls)
+    if (endpoint_->send(c.ah, c.qpn, c.header, nullptr, 0))
+      core::stat_add(c.header.type == wire::DatagramType::kRevoke ? core::Stat::udp_revokes_sent
+                                                                  : core::Stat::udp_unreach_sent);
   return taken;
 }
 
@@ -126,10 +138,12 @@ void DatagramHub::on_arrival(void* context, const UdArrival& arrival) {
   static_cast<DatagramHub*>(context)->arrival(arrival);
 }
 
-bool DatagramHub::learn_path(const PathKey& key, const UdArrival& arrival, UdPath* path) {
+bool DatagramHub::learn_path(const PathKey& key, const sockaddr* source, const UdArrival& arrival, UdPath* path) {
   if (!paths_.needs_learning(key, arrival.source_qpn, arrival.header.source_cookie)) {
     return paths_.find(key, core::monotonic_ms(), path) == PathLookup::kResolved;
   }
+  // Replies to a destination that a rule keeps on the kernel go there.
+  if (!udp_rules_allow(source, core::Role::kClient)) return false;
   ibv_ah* handle = paths_.handle_for(key);  // one per address: every port and socket there shares it
   if (handle == nullptr) {
     core::Result<rdma::AddressHandle> ah = rdma::AddressHandle::from_completion(endpoint_->pd(), endpoint_->port(),
@@ -156,7 +170,15 @@ void DatagramHub::arrival(const UdArrival& arrival) {
     paths_.revoke(key, header.source_cookie);
     return;
   }
-  if (header.type != wire::DatagramType::kData) return;  // UNREACH: not sent by this version
+  if (header.type == wire::DatagramType::kUnreach) {
+    core::stat_add(core::Stat::udp_unreach_received);
+    paths_.revoke(key, header.source_cookie);
+    if (DatagramSocket* socket = find_socket(header.destination_cookie)) {
+      socket->on_unreachable(key);
+      socket->release();
+    }
+    return;
+  }
   if (header.flags & wire::kDatagramFlagMulticast) {
     core::stat_add(core::Stat::udp_drops_malformed);  // not sent by this version
     return;
@@ -169,22 +191,14 @@ void DatagramHub::arrival(const UdArrival& arrival) {
     payload = whole.data();
     length = whole.size();
   }
-  DatagramSocket* socket = nullptr;
-  {
-    std::lock_guard<std::mutex> held(sockets_mu_);
-    auto it = sockets_.find(header.destination_cookie);
-    if (it != sockets_.end()) {
-      socket = it->second;
-      socket->retain();
-    }
-  }
+  DatagramSocket* socket = find_socket(header.destination_cookie);
   if (socket == nullptr) {
     core::stat_add(core::Stat::udp_drops_unknown_socket);
-    send_revoke(arrival);
+    answer_unknown_cookie(arrival);
     return;
   }
   UdPath back;
-  learn_path(key, arrival, &back);  // replies need no resolution
+  learn_path(key, reinterpret_cast<const sockaddr*>(&source), arrival, &back);  // replies need no resolution
   ArrivalFacts facts;
   facts.destination = arrival.grh.destination;
   facts.hop_limit = arrival.grh.hop_limit;
@@ -214,25 +228,61 @@ uint64_t DatagramHub::reassembly_drops() const {
   return c.bad_layout + c.duplicates + c.mismatched + c.too_large + c.evicted + c.timed_out;
 }
 
-void DatagramHub::send_revoke(const UdArrival& arrival) {
+DatagramSocket* DatagramHub::find_socket(uint64_t cookie) {
+  std::lock_guard<std::mutex> held(sockets_mu_);
+  auto it = sockets_.find(cookie);
+  if (it == sockets_.end()) return nullptr;
+  it->second->retain();
+  return it->second;
+}
+
+void DatagramHub::answer_unknown_cookie(const UdArrival& arrival) {
   sockaddr_storage source{};
   socklen_t source_length = with_port(arrival.grh.source, arrival.header.source_port, &source);
   PathKey key;
   UdPath back;
-  if (!path_key_of(reinterpret_cast<sockaddr*>(&source), source_length, &key) || !learn_path(key, arrival, &back))
+  if (!path_key_of(reinterpret_cast<sockaddr*>(&source), source_length, &key) ||
+      !learn_path(key, reinterpret_cast<const sockaddr*>(&source), arrival, &back))
     return;
-  // Tells the sender's socket that the socket it named is gone here.
-  wire::DatagramHeader revoke;
-  revoke.type = wire::DatagramType::kRevoke;
-  revoke.source_port = arrival.header.destination_port;
-  revoke.source_cookie = arrival.header.destination_cookie;
-  revoke.destination_port = arrival.header.source_port;
-  revoke.destination_cookie = arrival.header.source_cookie;
-  revoke.datagram_id = 0;
-  revoke.total_length = 0;
-  revoke.payload_length = 0;
-  std::lock_guard<std::mutex> held(revokes_mu_);
-  if (revokes_.size() < kMaxPendingRevokes) revokes_.push_back(PendingRevoke{back.ah, back.qpn, revoke});
+  bool departed;
+  {
+    std::lock_guard<std::mutex> held(sockets_mu_);
+    departed = departed_.count(arrival.header.destination_cookie) != 0;
+  }
+  // The socket it named is gone here: UNREACH (its path is forgotten; a
+  // connected socket sees ECONNREFUSED, as after the kernel's ICMP port
+  // unreachable). Or it left UD and its kernel socket lives on: REVOKE
+  // (the sender's next datagram goes through the kernel, to it).
+  wire::DatagramHeader answer;
+  answer.type = departed ? wire::DatagramType::kRevoke : wire::DatagramType::kUnreach;
+  answer.source_port = arrival.header.destination_port;
+  answer.source_cookie = arrival.header.destination_cookie;
+  answer.destination_port = arrival.header.source_port;
+  answer.destination_cookie = arrival.header.source_cookie;
+  answer.datagram_id = departed ? 0 : arrival.header.datagram_id;
+  answer.total_length = 0;
+  answer.payload_length = 0;
+  std::lock_guard<std::mutex> held(controls_mu_);
+  if (controls_.size() < kMaxPendingControls) controls_.push_back(PendingControl{back.ah, back.qpn, answer});
+}
+
+void DatagramHub::revoke_peers(uint64_t cookie, uint16_t port, const std::vector<PathKey>& peers) {
+  if (port == 0) return;
+  const int64_t now = core::monotonic_ms();
+  for (const PathKey& peer : peers) {
+    UdPath path;
+    if (paths_.find(peer, now, &path) != PathLookup::kResolved) continue;
+    wire::DatagramHeader revoke;
+    revoke.type = wire::DatagramType::kRevoke;
+    revoke.source_port = port;
+    revoke.source_cookie = cookie;
+    revoke.destination_port = peer.port;
+    revoke.destination_cookie = path.cookie;
+    revoke.datagram_id = 0;
+    revoke.total_length = 0;
+    revoke.payload_length = 0;
+    if (endpoint_->send(path.ah, path.qpn, revoke, nullptr, 0)) core::stat_add(core::Stat::udp_revokes_sent);
+  }
 }
 
 void DatagramHub::on_resolved(const ResolvedPath& path) {

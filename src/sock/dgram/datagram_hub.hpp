@@ -7,9 +7,11 @@
 //
 // progress() is how datagrams arrive: any thread in a call on a datagram
 // socket (recv, poll, epoll) polls the endpoint, and each message goes to
-// its socket's queue (DATA), forgets a path (REVOKE), or — for a cookie no
-// socket here has — is answered with a REVOKE so that its sender goes back
-// to the kernel. A datagram from a peer teaches the path back to it.
+// its socket's queue (DATA), forgets a path (REVOKE, UNREACH: a connected
+// socket then sees ECONNREFUSED), or — for a cookie no socket here has — is
+// answered with an UNREACH so that its sender goes back to the kernel. A
+// datagram from a peer teaches the path back to it. A socket that leaves
+// tells the peers it knows (REVOKE).
 //
 // Locking: endpoint → sockets table → a socket's queue, never the other
 // way round; a socket calls progress() and send() without its own lock.
@@ -19,6 +21,7 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -60,7 +63,17 @@ class DatagramHub {
 
   // `socket` may receive over UD from now on (retained) / no longer.
   void attach(uint64_t cookie, DatagramSocket* socket);
-  void detach(uint64_t cookie);
+  // `still_open`: the socket left UD but its kernel socket lives on (an
+  // option, a fork, SCM_RIGHTS): a datagram that still names it is answered
+  // with REVOKE (go back to the kernel, which still delivers to it), not
+  // with UNREACH (nobody is there).
+  void detach(uint64_t cookie, bool still_open);
+  // The socket that left UD with `still_open` is closed now.
+  void forget_departed(uint64_t cookie);
+  // The socket (`cookie`, bound to `port`) is gone: tells each of `peers`
+  // that has a path here to forget it (REVOKE), so their next datagrams go
+  // through the kernel. Not from inside progress().
+  void revoke_peers(uint64_t cookie, uint16_t port, const std::vector<PathKey>& peers);
 
   // Takes what arrived (up to a batch) and delivers it. Returns how many
   // messages were taken.
@@ -77,10 +90,15 @@ class DatagramHub {
   // A fragment: the whole datagram into *whole once complete (true).
   bool reassemble(const UdArrival& arrival, const PathKey& from, std::vector<uint8_t>* whole);
   uint64_t reassembly_drops() const;
-  // Queues a REVOKE for the arrival's sender; progress() sends it.
-  void send_revoke(const UdArrival& arrival);
-  // The path back to the arrival's sender, learnt if new; null if none.
-  bool learn_path(const PathKey& key, const UdArrival& arrival, UdPath* path);
+  // Queues an UNREACH (or, for a socket that left UD but lives, a REVOKE)
+  // for the arrival's sender; progress() sends it.
+  void answer_unknown_cookie(const UdArrival& arrival);
+  // The attached socket with `cookie`, retained; null if none.
+  DatagramSocket* find_socket(uint64_t cookie);
+  // The path back to the arrival's sender (`source`, whose key is `key`),
+  // learnt if new and the rules let datagrams to it go over UD; false if
+  // there is none.
+  bool learn_path(const PathKey& key, const sockaddr* source, const UdArrival& arrival, UdPath* path);
 
   const rdma::Device* device_ = nullptr;
   UpgradeEngine* engine_ = nullptr;
@@ -89,18 +107,22 @@ class DatagramHub {
   // Fragments of datagrams larger than one message (under the endpoint's
   // lock: arrivals are handled inside its poll).
   Reassembler reassembler_{ReassemblyLimits{kReassemblyBytes, kReassemblyDatagrams, kReassemblyMs}};
-  struct PendingRevoke {
+  struct PendingControl {
     ibv_ah* ah;
     uint32_t qpn;
     wire::DatagramHeader header;
   };
   // At most this many wait to be sent (more unknown-cookie arrivals in one
   // poll get no answer: their senders hear at their next datagram).
-  static constexpr size_t kMaxPendingRevokes = 64;
-  std::mutex revokes_mu_;
-  std::vector<PendingRevoke> revokes_;
+  static constexpr size_t kMaxPendingControls = 64;
+  std::mutex controls_mu_;
+  std::vector<PendingControl> controls_;
   std::mutex sockets_mu_;
   std::map<uint64_t, DatagramSocket*> sockets_;
+  // Cookies of sockets that left UD and are still open (bounded: past it,
+  // the oldest are answered with UNREACH, as if closed).
+  static constexpr size_t kMaxDeparted = 4096;
+  std::set<uint64_t> departed_;
   std::atomic<uint64_t> next_cookie_{0};
 };
 

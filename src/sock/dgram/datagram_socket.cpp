@@ -15,6 +15,7 @@
 #include "core/stats.hpp"
 #include "sock/dgram/datagram_hub.hpp"
 #include "sock/dgram/interface_index.hpp"
+#include "sock/dgram/udp_rules.hpp"
 #include "sock/upgrade/upgrade_engine.hpp"
 #include "sock/wait/signal_restart.hpp"
 #include "sock/wait/spin_budget.hpp"
@@ -136,9 +137,11 @@ void DatagramSocket::on_connected(int fd, const sockaddr* peer, socklen_t length
   (void)local_port(fd);
 }
 
-void DatagramSocket::detach() {
+void DatagramSocket::detach(bool closing) {
   DatagramHub* hub = nullptr;
   bool listening = false;
+  std::vector<PathKey> peers;
+  uint16_t port;
   {
     std::lock_guard<std::mutex> held(mu_);
     leaving_ = true;
@@ -146,14 +149,38 @@ void DatagramSocket::detach() {
     hub_ = nullptr;
     listening = listening_;
     listening_ = false;
+    peers.swap(peers_);
+    port = port_;
     if (queue_.empty()) kernel_only_.store(true, std::memory_order_release);
   }
-  if (hub == nullptr) return;
+  if (hub == nullptr) {
+    // It left UD before (its cookie is remembered as departed): closed now.
+    if (closing) {
+      if (DatagramHub* running = DatagramHub::running()) running->forget_departed(cookie_);
+    }
+    return;
+  }
   if (listening) hub->engine().stop_listening_datagrams(cookie_);
-  hub->detach(cookie_);  // drops the hub's reference
+  hub->detach(cookie_, !closing);  // drops the hub's reference
+  // Peers that would still send here over UD go back to the kernel now.
+  hub->revoke_peers(cookie_, port, peers);
 }
 
-void DatagramSocket::leave_ud() { detach(); }
+void DatagramSocket::note_peer_locked(const PathKey& peer) {
+  if (!peers_.empty() && peers_.back() == peer) return;
+  for (const PathKey& known : peers_)
+    if (known == peer) return;
+  if (peers_.size() < kMaxPeers) peers_.push_back(peer);
+}
+
+void DatagramSocket::on_unreachable(const PathKey& from) {
+  std::lock_guard<std::mutex> held(mu_);
+  if (!connected_ || !(from == peer_key_)) return;  // an unconnected socket is not told, as with ICMP
+  pending_error_.store(ECONNREFUSED, std::memory_order_release);
+  activity_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void DatagramSocket::leave_ud() { detach(false); }
 
 void DatagramSocket::abandon_in_child() {
   std::lock_guard<std::mutex> held(mu_);
@@ -167,7 +194,7 @@ void DatagramSocket::abandon_in_child() {
   kernel_only_.store(true, std::memory_order_release);
 }
 
-void DatagramSocket::on_last_close() { detach(); }
+void DatagramSocket::on_last_close() { detach(true); }
 
 void DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_length, const uint8_t* payload,
                              size_t length, const ArrivalFacts& arrival) {
@@ -190,14 +217,13 @@ void DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_le
     return;  // an IPv6 sender cannot reach an IPv4 socket
   }
   datagram.bytes.assign(payload, payload + length);
+  PathKey from;
+  if (!path_key_of(reinterpret_cast<const sockaddr*>(&source), source_length, &from)) return;
   std::lock_guard<std::mutex> held(mu_);
   if (leaving_) return;  // it left UD while this was on its way: lost, as UDP may
-  if (connected_) {
-    // A connected socket hears only its peer, as the kernel's.
-    PathKey from;
-    if (!path_key_of(reinterpret_cast<const sockaddr*>(&source), source_length, &from) || !(from == peer_key_))
-      return;
-  }
+  // A connected socket hears only its peer, as the kernel's.
+  if (connected_ && !(from == peer_key_)) return;
+  note_peer_locked(from);
   if (!queue_.push(std::move(datagram))) {
     core::stat_add(core::Stat::udp_drops_budget);
     return;
@@ -235,6 +261,12 @@ bool DatagramSocket::route_over_ud(int fd, const msghdr& msg, int flags, UdOutgo
   UdPath path;
   PathLookup found = hub->paths().find(key, now, &path);
   if (found == PathLookup::kUnknown) {
+    if (!udp_rules_allow(to, core::Role::kClient)) {
+      // A rule keeps this destination on the kernel: held as a failure,
+      // so the rules are asked again only after the hold.
+      hub->paths().failed(key, now);
+      return false;
+    }
     if (hub->paths().begin_resolution(key, now) && !hub->engine().resolve_datagram_path(to, to_length))
       hub->paths().failed(key, now);
     return false;
@@ -247,6 +279,7 @@ bool DatagramSocket::route_over_ud(int fd, const msghdr& msg, int flags, UdOutgo
     if (hub_ == nullptr) return false;
     out->header.source_port = port_;
     out->header.datagram_id = next_datagram_id_++;
+    note_peer_locked(key);
   }
   out->header.type = wire::DatagramType::kData;
   out->header.destination_port = key.port;
@@ -270,6 +303,7 @@ void DatagramSocket::count_ud_sent(uint64_t datagrams, uint64_t bytes) {
 
 core::Result<size_t> DatagramSocket::send_message(int fd, const msghdr& msg, int flags) {
   using R = core::Result<size_t>;
+  if (int error = take_pending_error()) return R::fail(error);
   UdOutgoing out;
   DatagramHub* hub = nullptr;
   if (route_over_ud(fd, msg, flags, &out, &hub)) {
@@ -439,6 +473,7 @@ core::Result<size_t> DatagramSocket::receive_message(int fd, msghdr& msg, int fl
     ssize_t n = sys::real().recvmsg(fd, &msg, flags);
     return n < 0 ? R::fail(errno) : R::ok(static_cast<size_t>(n));
   }
+  if (int error = take_pending_error()) return R::fail(error);
   const bool nonblocking = (flags & MSG_DONTWAIT) || [&] {
     std::lock_guard<std::mutex> held(mu_);
     return blocking_.nonblocking(fd);
@@ -513,7 +548,12 @@ core::Result<int> DatagramSocket::readable_bytes(int fd) {
   return R::ok(bytes);
 }
 
-bool DatagramSocket::take_so_error(int, int*) { return false; }
+bool DatagramSocket::take_so_error(int, int* error) {
+  int pending = take_pending_error();
+  if (pending == 0) return false;  // the kernel's own, if any
+  *error = pending;
+  return true;
+}
 
 short DatagramSocket::poll_events(int fd, short events) {
   if (DatagramHub* hub = DatagramHub::running()) {
@@ -528,6 +568,7 @@ short DatagramSocket::poll_events(int fd, short events) {
   else if (events & POLLIN)
     kernel_queue_bytes_.store(0, std::memory_order_release);  // drained: the next one is new
   if ((events & POLLIN) && queued_.load(std::memory_order_acquire) > 0) revents |= (events & (POLLIN | POLLRDNORM));
+  if (pending_error_.load(std::memory_order_acquire) != 0) revents |= POLLERR;
   return revents;
 }
 

@@ -34,6 +34,7 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <vector>
 
 #include "sock/blocking_mode.hpp"
 #include "sock/dgram/path_cache.hpp"
@@ -90,6 +91,10 @@ class DatagramSocket final : public ManagedSocket {
 
   // --- the hub's delivery (DatagramHub::progress) ---
   uint64_t cookie() const { return cookie_; }
+  // An UNREACH from `from`: the socket we sent to there is gone. A socket
+  // connected to `from` gets ECONNREFUSED, as after an ICMP port
+  // unreachable (once: the next call, SO_ERROR, POLLERR).
+  void on_unreachable(const PathKey& from);
   void deliver(const sockaddr_storage& source, socklen_t source_length, const uint8_t* payload, size_t length,
                const ArrivalFacts& arrival);
 
@@ -117,6 +122,12 @@ class DatagramSocket final : public ManagedSocket {
   // resolution for an unknown destination.
   bool route_over_ud(int fd, const msghdr& msg, int flags, UdOutgoing* out, DatagramHub** hub);
   void count_ud_sent(uint64_t datagrams, uint64_t bytes);
+  // Remembers a peer that has a path to this socket (it sent to us over
+  // UD) or that we send to over UD, to tell it when we leave; under mu_.
+  void note_peer_locked(const PathKey& peer);
+  int take_pending_error() {
+    return pending_error_.load(std::memory_order_relaxed) == 0 ? 0 : pending_error_.exchange(0);
+  }
   // The socket's own port (host order), asked of the kernel once it has one.
   uint16_t local_port(int fd);
   // Takes the front of the UD queue into msg, with the control messages
@@ -127,7 +138,9 @@ class DatagramSocket final : public ManagedSocket {
   core::Result<bool> wait_readable(int fd, int64_t deadline_ms);
   // Attaches to the hub (made if need be): UD datagrams can reach it.
   void attach_locked(int fd);
-  void detach();
+  // Leaves the hub; `closing`: the socket is closed (else it lives on,
+  // on the kernel alone).
+  void detach(bool closing);
   void count_kernel_receive(ssize_t n);
   // The kernel socket's drop count (SO_RXQ_OVFL counts both paths').
   static uint32_t kernel_drops(int fd);
@@ -159,6 +172,11 @@ class DatagramSocket final : public ManagedSocket {
   uint64_t ud_bytes_received_ = 0;
   bool prefer_kernel_ = false;  // the last receive came from the UD queue
   ReceiveOptions receive_options_;
+  // The peers told when the socket leaves UD (REVOKE), at most kMaxPeers:
+  // those beyond learn it from an UNREACH at their next datagram.
+  static constexpr size_t kMaxPeers = 32;
+  std::vector<PathKey> peers_;
+  std::atomic<int> pending_error_{0};  // ECONNREFUSED after an UNREACH
   ReceiveQueue queue_;
 };
 
