@@ -11,6 +11,9 @@
 #      sendmmsg() and takes the echoes with recvmmsg(): every echo
 #      byte-exact, none lost, and the client's UD sends were posted in
 #      chains (udp_ud_posts well below udp_ud_sends: one doorbell per run);
+#   1c. the same echo with the guest's netdev MTU at 4200 (UD MTU 4096:
+#      fewer, larger fragments) when the test runs in the Soft-RoCE guest;
+#      the MTU is put back after;
 #   2. mixed: a plain server with a preloaded client, and the reverse: every
 #      echo byte-exact, nothing over UD (the plain side has no libvsock to
 #      answer a resolution, so the preloaded side stays on the kernel);
@@ -88,6 +91,28 @@ posts=$(ut_stat "$work/both-burst.client.err" udp_ud_posts)
 echo "MEASURED udp bursts of 32 (sendmmsg/recvmmsg, both preloaded): $SECS s for $((rounds * 32)) datagrams, $posts doorbells"
 burst kernel-burst "" ""
 echo "MEASURED udp bursts of 32 (sendmmsg/recvmmsg, kernel): $SECS s for $((rounds * 32)) datagrams"
+
+# The UD MTU follows the netdev's (rxe): 1500 gives 1024, 4200 gives 4096.
+netdev=${RXE_VM_NETDEV:-}
+if [ "${RXE_VM:-0}" = 1 ] && [ -n "$netdev" ] && old_mtu=$(cat "/sys/class/net/$netdev/mtu" 2>/dev/null) &&
+  ip link set dev "$netdev" mtu 4200 2>/dev/null; then
+  trap 'ip link set dev "$netdev" mtu "$old_mtu"; rm -rf "$work"' EXIT
+  sleep 1
+  active=$(ibv_devinfo -d "${RXE_VM_DEVICE:-rxe0}" | sed -n 's/.*active_mtu:[[:space:]]*\([0-9]*\).*/\1/p' | head -1)
+  echo "netdev MTU 4200: UD active_mtu $active"
+  [ "$active" = 4096 ] || ut_fail "with netdev MTU 4200 the port's active MTU is $active, not 4096"
+  before=$(cat "$counter")
+  run both-mtu4096 "$preload" "$preload" poll
+  after=$(cat "$counter")
+  ud=$(ut_stat "$work/both-mtu4096.client.err" udp_ud_sends)
+  echo "both-mtu4096: $(sends both-mtu4096 client); device sent_pkts grew by $((after - before))"
+  [ "${ud:-0}" -ge $((count / 2)) ] || ut_fail "both-mtu4096: only ${ud:-0} of $count datagrams went over UD"
+  echo "MEASURED udp echo (poll, both preloaded, UD MTU 4096): $SECS s for $count datagrams, $((after - before)) packets"
+  ip link set dev "$netdev" mtu "$old_mtu"
+  trap 'rm -rf "$work"' EXIT
+else
+  echo "not in the Soft-RoCE guest as root: the UD MTU 4096 run is left out"
+fi
 
 run "plain-server" "" "$preload" block
 ud=$(ut_stat "$work/plain-server.client.err" udp_ud_sends)

@@ -32,7 +32,7 @@ RDMA_PROGRAMS=" $(echo $RDMA_PROGRAMS) "  # one line, single spaces
 # UDP programs that warm their pair up until datagrams go over UD
 # (ct_udp_warm_up) and then look at what a UD datagram brings: each must
 # show udp_ud_receives > 0.
-UD_PROGRAMS=" udp_cmsg udp_peer_gone "
+UD_PROGRAMS=" udp_cmsg udp_peer_gone udp_segment "
 
 # Programs whose every byte must go on the ring, none on TCP: their clients
 # connect (blocking, or non-blocking and then wait for POLLOUT) and write

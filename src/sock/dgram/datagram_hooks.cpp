@@ -100,8 +100,8 @@ bool is_datagram_unsupported_option(int level, int name) {
     case IPPROTO_IPV6:
       return name == IPV6_V6ONLY;
     case IPPROTO_UDP:
-      // Corking and segmentation offload change what one sendmsg() sends.
-      return name == UDP_CORK || name == UDP_SEGMENT || name == UDP_GRO;
+      // Corking joins sends into one datagram; GRO joins received ones.
+      return name == UDP_CORK || name == UDP_GRO;
     default:
       return false;
   }
@@ -122,6 +122,8 @@ bool is_datagram_receive_control_option(int level, int name) {
   }
 }
 
+bool is_datagram_segment_option(int level, int name) { return level == IPPROTO_UDP && name == UDP_SEGMENT; }
+
 bool is_datagram_send_shape_option(int level, int name) {
   return (level == IPPROTO_IP && (name == IP_TOS || name == IP_TTL)) ||
          (level == IPPROTO_IPV6 && (name == IPV6_TCLASS || name == IPV6_UNICAST_HOPS));
@@ -131,7 +133,7 @@ bool is_datagram_send_shape_option(int level, int name) {
 
 bool is_datagram_option(int level, int name) {
   return is_datagram_unsupported_option(level, name) || is_datagram_receive_control_option(level, name) ||
-         is_datagram_send_shape_option(level, name);
+         is_datagram_send_shape_option(level, name) || is_datagram_segment_option(level, name);
 }
 
 void on_datagram_option(int fd, SocketState* state, int level, int name) {
@@ -140,6 +142,8 @@ void on_datagram_option(int fd, SocketState* state, int level, int name) {
   sys::ReentryGuard guard;
   if (is_datagram_receive_control_option(level, name)) {
     socket->receive_options_changed(fd);
+  } else if (is_datagram_segment_option(level, name)) {
+    socket->segment_size_changed(fd);  // each send is cut in datagrams of that size, over UD too
   } else if (is_datagram_send_shape_option(level, name)) {
     VSOCK_LOG(kDebug, "udp fd %d: option %d/%d set: its datagrams are sent by the kernel", fd, level, name);
     socket->send_through_kernel();

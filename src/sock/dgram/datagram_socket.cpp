@@ -1,12 +1,14 @@
 #include "sock/dgram/datagram_socket.hpp"
 
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 
 #include <linux/sock_diag.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include "core/clock.hpp"
@@ -21,6 +23,9 @@
 #include "sock/wait/spin_budget.hpp"
 #include "sys/real_calls.hpp"
 
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
 #ifndef SO_TIMESTAMP_OLD
 #define SO_TIMESTAMP_OLD 29
 #define SO_TIMESTAMPNS_OLD 35
@@ -237,7 +242,30 @@ void DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_le
 
 // ------------------------------------------------------------------ send --
 
-bool DatagramSocket::route_over_ud(int fd, const msghdr& msg, int flags, UdOutgoing* out, DatagramHub** hub_out) {
+bool DatagramSocket::segment_size_for(const msghdr& msg, uint16_t* size) const {
+  *size = segment_size_.load(std::memory_order_relaxed);
+  if (msg.msg_controllen == 0) return true;
+  if (msg.msg_control == nullptr || msg.msg_controllen < sizeof(cmsghdr)) return false;
+  auto& m = const_cast<msghdr&>(msg);
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+    // Anything but a well-formed UDP_SEGMENT is the kernel's to answer.
+    if (c->cmsg_level != SOL_UDP || c->cmsg_type != UDP_SEGMENT || c->cmsg_len != CMSG_LEN(sizeof(uint16_t)))
+      return false;
+    std::memcpy(size, CMSG_DATA(c), sizeof *size);
+  }
+  return true;
+}
+
+size_t DatagramSocket::segment_count(size_t length, uint16_t segment_size) {
+  if (segment_size == 0 || length <= segment_size) return 1;  // one datagram, as the kernel sends it
+  const size_t count = (length + segment_size - 1) / segment_size;
+  // What the kernel itself would refuse, or might (a path MTU below the
+  // segment), is left to it: 0.
+  if (segment_size > kMaxUdSegment || count > kMaxSegments || length > kMaxUdpPayload) return 0;
+  return count;
+}
+
+bool DatagramSocket::route_over_ud(int fd, const msghdr& msg, int flags, UdRoute* route) {
   const sockaddr* to = static_cast<const sockaddr*>(msg.msg_name);
   socklen_t to_length = msg.msg_namelen;
   sockaddr_storage peer{};
@@ -253,8 +281,13 @@ bool DatagramSocket::route_over_ud(int fd, const msghdr& msg, int flags, UdOutgo
   // refuse (an IPv6 socket may send to IPv4 addresses, not the reverse).
   if (domain_ == AF_INET && to->sa_family != AF_INET) return false;
   if (!path_key_of(to, to_length, &key) || is_loopback(key) || !is_unicast(key)) return false;
-  if (msg.msg_controllen != 0 || (flags & ~kUdSendFlags) != 0) return false;
+  if ((flags & ~kUdSendFlags) != 0) return false;
   if (send_through_kernel_.load(std::memory_order_acquire)) return false;
+  uint16_t segment_size = 0;
+  if (!segment_size_for(msg, &segment_size)) return false;
+  const size_t length = total_length(msg);
+  const size_t count = segment_count(length, segment_size);
+  if (count == 0) return false;
   DatagramHub* hub = DatagramHub::get();
   if (hub == nullptr) return false;
   const int64_t now = core::monotonic_ms();
@@ -277,20 +310,41 @@ bool DatagramSocket::route_over_ud(int fd, const msghdr& msg, int flags, UdOutgo
     if (leaving_ || local_port(fd) == 0) return false;  // the kernel binds it on the first send
     attach_locked(fd);  // replies come back over UD
     if (hub_ == nullptr) return false;
-    out->header.source_port = port_;
-    out->header.datagram_id = next_datagram_id_++;
+    route->whole.header.source_port = port_;
+    route->whole.header.datagram_id = next_datagram_id_;
+    next_datagram_id_ += static_cast<uint32_t>(count);  // one id per segment
     note_peer_locked(key);
   }
-  out->header.type = wire::DatagramType::kData;
-  out->header.destination_port = key.port;
-  out->header.destination_cookie = path.cookie;
-  out->header.source_cookie = cookie_;
-  out->ah = path.ah;
-  out->qpn = path.qpn;
-  out->iov = msg.msg_iov;
-  out->iov_count = static_cast<int>(msg.msg_iovlen);
-  out->length = total_length(msg);
-  *hub_out = hub;
+  UdOutgoing& out = route->whole;
+  out.header.type = wire::DatagramType::kData;
+  out.header.destination_port = key.port;
+  out.header.destination_cookie = path.cookie;
+  out.header.source_cookie = cookie_;
+  out.ah = path.ah;
+  out.qpn = path.qpn;
+  out.iov = msg.msg_iov;
+  out.iov_count = static_cast<int>(msg.msg_iovlen);
+  out.length = length;
+  route->segments = count;
+  route->segment_size = segment_size;
+  route->hub = hub;
+  return true;
+}
+
+bool DatagramSocket::send_segments(const UdRoute& route) {
+  // Each segment is a datagram of its own, as the kernel's GSO sends them;
+  // all go as one chain or none does (the kernel then segments it).
+  std::vector<UdOutgoing> segments(route.segments, route.whole);
+  for (size_t i = 0; i < route.segments; ++i) {
+    UdOutgoing& segment = segments[i];
+    segment.header.datagram_id = route.whole.header.datagram_id + static_cast<uint32_t>(i);
+    segment.offset = i * route.segment_size;
+    segment.length = std::min<size_t>(route.segment_size, route.whole.length - segment.offset);
+  }
+  size_t posted = 0;
+  route.hub->endpoint().send_datagrams(segments.data(), segments.size(), &posted, true);
+  if (posted != segments.size()) return false;
+  count_ud_sent(posted, route.whole.length);
   return true;
 }
 
@@ -304,15 +358,18 @@ void DatagramSocket::count_ud_sent(uint64_t datagrams, uint64_t bytes) {
 core::Result<size_t> DatagramSocket::send_message(int fd, const msghdr& msg, int flags) {
   using R = core::Result<size_t>;
   if (int error = take_pending_error()) return R::fail(error);
-  UdOutgoing out;
-  DatagramHub* hub = nullptr;
-  if (route_over_ud(fd, msg, flags, &out, &hub)) {
-    size_t posted = 0;
-    // EAGAIN (every slot in flight) or a device error: the kernel takes it.
-    hub->endpoint().send_datagrams(&out, 1, &posted);
-    if (posted == 1) {
-      count_ud_sent(1, out.length);
-      return R::ok(out.length);
+  UdRoute route;
+  // EAGAIN (every slot in flight) or a device error: the kernel takes it.
+  if (route_over_ud(fd, msg, flags, &route)) {
+    if (route.segments > 1) {
+      if (send_segments(route)) return R::ok(route.whole.length);
+    } else {
+      size_t posted = 0;
+      route.hub->endpoint().send_datagrams(&route.whole, 1, &posted);
+      if (posted == 1) {
+        count_ud_sent(1, route.whole.length);
+        return R::ok(route.whole.length);
+      }
     }
   }
   ssize_t n = sys::real().sendmsg(fd, &msg, flags);
@@ -328,12 +385,17 @@ core::Result<unsigned> DatagramSocket::send_messages(int fd, mmsghdr* msgs, unsi
   while (done < count) {
     // The longest run of datagrams that UD can take now, posted as one
     // chain: one doorbell for all of them.
+    // A message cut in segments (UDP_SEGMENT) goes alone.
     size_t prepared = 0;
     DatagramHub* hub = nullptr;
+    UdRoute route;
     while (done + prepared < count && prepared < kSendRun) {
       const msghdr& msg = msgs[done + prepared].msg_hdr;
-      if (msg.msg_iovlen > static_cast<size_t>(IOV_MAX) || !route_over_ud(fd, msg, flags, &run[prepared], &hub)) break;
-      ++prepared;
+      if (msg.msg_iovlen > static_cast<size_t>(IOV_MAX) || !route_over_ud(fd, msg, flags, &route) ||
+          route.segments > 1)
+        break;
+      run[prepared++] = route.whole;
+      hub = route.hub;
     }
     if (prepared > 0) {
       size_t posted = 0;
@@ -414,6 +476,13 @@ void DatagramSocket::receive_options_changed(int fd) {
   }
   std::lock_guard<std::mutex> held(mu_);
   receive_options_ = options;
+}
+
+void DatagramSocket::segment_size_changed(int fd) {
+  int size = 0;
+  socklen_t length = sizeof size;
+  if (sys::real().getsockopt(fd, SOL_UDP, UDP_SEGMENT, &size, &length) != 0) return;
+  segment_size_.store(size > 0 && size <= UINT16_MAX ? static_cast<uint16_t>(size) : 0, std::memory_order_relaxed);
 }
 
 uint32_t DatagramSocket::kernel_drops(int fd) {

@@ -70,6 +70,8 @@ class DatagramSocket final : public ManagedSocket {
   // UD path's address handles cannot carry it, so the socket's datagrams
   // go through the kernel from now on (it still receives over UD).
   void send_through_kernel() { send_through_kernel_.store(true, std::memory_order_release); }
+  // setsockopt(UDP_SEGMENT) went through: read the size the kernel keeps.
+  void segment_size_changed(int fd);
   // An option that UD cannot honour at all (a filter, SO_REUSEPORT, ...),
   // or the socket goes to another process: leave UD.
   void leave_ud();
@@ -116,11 +118,37 @@ class DatagramSocket final : public ManagedSocket {
   ~DatagramSocket() = default;
   // The most datagrams of one sendmmsg() prepared for one chain.
   static constexpr size_t kSendRun = 64;
+  // UDP_SEGMENT over UD: the kernel's limits (UDP_MAX_SEGMENTS, the UDP
+  // payload), and segments no larger than any Ethernet path takes (the
+  // kernel refuses a segment above the route's MTU; larger ones are left
+  // to it).
+  static constexpr size_t kMaxSegments = 64;
+  static constexpr size_t kMaxUdpPayload = 65507;
+  static constexpr uint16_t kMaxUdSegment = 1472;
+  // How one sendmsg() goes over UD: the whole message (a datagram id per
+  // segment taken from whole.header.datagram_id on), cut in `segments`
+  // datagrams of segment_size bytes (UDP_SEGMENT) when there are several.
+  struct UdRoute {
+    UdOutgoing whole;
+    size_t segments = 1;
+    uint16_t segment_size = 0;
+    DatagramHub* hub = nullptr;
+  };
   // Whether `msg` may go over UD now (its destination, or the connected
-  // peer, has a path; nothing in it needs the kernel): then *out describes
-  // it (a datagram id taken) and *hub is the process's hub. Starts a
-  // resolution for an unknown destination.
-  bool route_over_ud(int fd, const msghdr& msg, int flags, UdOutgoing* out, DatagramHub** hub);
+  // peer, has a path; nothing in it needs the kernel): then *route says
+  // how. Starts a resolution for an unknown destination.
+  bool route_over_ud(int fd, const msghdr& msg, int flags, UdRoute* route);
+  // Posts a segmented message's datagrams as one chain; false (nothing
+  // sent) when they do not all fit now.
+  bool send_segments(const UdRoute& route);
+  // The UDP_SEGMENT size that applies to msg (its control message, else
+  // the socket's option; 0: none); false when msg carries any other control
+  // message (the kernel's to send).
+  bool segment_size_for(const msghdr& msg, uint16_t* size) const;
+  // How many datagrams a message of `length` bytes is cut into: 1 without
+  // segmentation, 0 when the kernel must decide (a segment above
+  // kMaxUdSegment, more than kMaxSegments, above 65,507 bytes).
+  static size_t segment_count(size_t length, uint16_t segment_size);
   void count_ud_sent(uint64_t datagrams, uint64_t bytes);
   // Remembers a peer that has a path to this socket (it sent to us over
   // UD) or that we send to over UD, to tell it when we leave; under mu_.
@@ -151,6 +179,7 @@ class DatagramSocket final : public ManagedSocket {
   std::atomic<uint32_t> refs_{1};
   std::atomic<bool> kernel_only_{false};
   std::atomic<bool> send_through_kernel_{false};
+  std::atomic<uint16_t> segment_size_{0};  // the socket's UDP_SEGMENT option
   std::atomic<uint64_t> activity_{0};
   // Datagrams waiting in the UD queue (read without the lock by waits).
   std::atomic<size_t> queued_{0};

@@ -159,7 +159,7 @@ rdma::Status UdEndpoint::send(ibv_ah* ah, uint32_t qpn, const wire::DatagramHead
   ibv_send_wr* bad = nullptr;
   rdma::Status sent = qp_.post_send(&wr, &bad);
   core::stat_add(core::Stat::udp_ud_posts);
-  if (!sent) unposted_after_failure(first, bad);
+  if (!sent) release_unposted(first, bad);
   return sent;
 }
 
@@ -177,7 +177,7 @@ rdma::Status UdEndpoint::send_datagram(ibv_ah* ah, uint32_t qpn, const wire::Dat
   return posted == 1 ? rdma::ok_status() : status;
 }
 
-rdma::Status UdEndpoint::send_datagrams(const UdOutgoing* datagrams, size_t count, size_t* posted) {
+rdma::Status UdEndpoint::send_datagrams(const UdOutgoing* datagrams, size_t count, size_t* posted, bool all_or_none) {
   *posted = 0;
   ibv_send_wr wrs[kMaxChain];
   ibv_sge sges[kMaxChain];
@@ -217,12 +217,17 @@ rdma::Status UdEndpoint::send_datagrams(const UdOutgoing* datagrams, size_t coun
       wire::FragmentSpan span = fragment_at(plan.value(), i).value();
       fragment.fragment_index = static_cast<uint16_t>(i);
       fragment.payload_length = static_cast<uint16_t>(span.length);
-      fill_slot(fragment, d.iov, d.iov_count, span.offset, span.length, d.ah, d.qpn, &wrs[used], &sges[used]);
+      fill_slot(fragment, d.iov, d.iov_count, d.offset + span.offset, span.length, d.ah, d.qpn, &wrs[used],
+                &sges[used]);
       if (used > 0) wrs[used - 1].next = &wrs[used];
     }
     ends[taken] = used;
   }
   if (used == 0) return why;
+  if (all_or_none && taken < count) {
+    release_unposted(first, nullptr);  // nothing was posted: the slots are free again
+    return why;
+  }
   wrs[used - 1].next = nullptr;
   ibv_send_wr* bad = nullptr;
   rdma::Status sent = qp_.post_send(wrs, &bad);
@@ -231,7 +236,7 @@ rdma::Status UdEndpoint::send_datagrams(const UdOutgoing* datagrams, size_t coun
     // Only datagrams whose every fragment the device took count as sent: a
     // part of one is never reassembled, so sending it again elsewhere (the
     // kernel) delivers it once.
-    const uint64_t unposted = unposted_after_failure(first, bad);
+    const uint64_t unposted = release_unposted(first, bad);
     size_t whole = 0;
     while (whole < taken && first + ends[whole] <= unposted) ++whole;
     *posted = whole;
@@ -241,7 +246,7 @@ rdma::Status UdEndpoint::send_datagrams(const UdOutgoing* datagrams, size_t coun
   return why;
 }
 
-uint64_t UdEndpoint::unposted_after_failure(uint64_t first, const ibv_send_wr* bad) {
+uint64_t UdEndpoint::release_unposted(uint64_t first, const ibv_send_wr* bad) {
   const uint64_t unposted = bad != nullptr ? bad->wr_id : first;
   // The requests from `unposted` on were never posted: their slots (and
   // numbers) are free again, and no completion will come for them.

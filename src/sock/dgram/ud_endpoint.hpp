@@ -63,13 +63,14 @@ struct UdArrival {
 
 // One datagram to send: where to, its header (type, flags, ports,
 // cookies, datagram id; the fragment fields are filled by the endpoint)
-// and its `length` bytes gathered from iov.
+// and its `length` bytes gathered from iov, `offset` bytes in.
 struct UdOutgoing {
   ibv_ah* ah = nullptr;
   uint32_t qpn = 0;
   wire::DatagramHeader header;
   const iovec* iov = nullptr;
   int iov_count = 0;
+  size_t offset = 0;  // where its bytes start in the iovecs (UDP_SEGMENT)
   size_t length = 0;
 };
 
@@ -119,8 +120,9 @@ class UdEndpoint {
   // *posted says how many went. The status says why the next one did not:
   // EMSGSIZE (too large for UD), EAGAIN (no room now: slots in flight, or
   // the chain is full: call again with the rest), or a verbs error (what
-  // the device did not take is not counted as posted).
-  rdma::Status send_datagrams(const UdOutgoing* datagrams, size_t count, size_t* posted);
+  // the device did not take is not counted as posted). With
+  // `all_or_none`, nothing is posted unless all of them fit (EAGAIN).
+  rdma::Status send_datagrams(const UdOutgoing* datagrams, size_t count, size_t* posted, bool all_or_none = false);
 
   // Takes up to `max` arrivals, hands each good one to handler(context, ·)
   // and posts the buffers again. Returns how many completions it took (0:
@@ -140,9 +142,10 @@ class UdEndpoint {
  private:
   UdEndpoint() = default;
   rdma::Status post_receives(const uint32_t* indexes, size_t count);
-  // The number of the first send not posted after a failed post of the
-  // chain that started at `first` (the slots from there on are free again).
-  uint64_t unposted_after_failure(uint64_t first, const ibv_send_wr* bad);
+  // Takes back the slots filled from `first` on that were not posted (a
+  // failed post: from `bad` on, or all when it is null) and returns the
+  // number of the first of them.
+  uint64_t release_unposted(uint64_t first, const ibv_send_wr* bad);
   // Copies header + `length` bytes from `offset` of the iovecs into the
   // next slot and fills `wr`/`sge` for it (under mu_, room checked).
   void fill_slot(const wire::DatagramHeader& header, const iovec* iov, int count, size_t offset, size_t length,
