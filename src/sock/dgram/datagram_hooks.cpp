@@ -8,25 +8,11 @@
 #include "core/config.hpp"
 #include "core/log.hpp"
 #include "sock/dgram/datagram_socket.hpp"
-#include "sock/dgram/udp_rules.hpp"
+#include "sock/dgram/option_names.hpp"
+#include "sock/offload_rules.hpp"
 #include "sock/registry.hpp"
 #include "sys/real_calls.hpp"
 #include "sys/reentry_guard.hpp"
-
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
-#ifndef SO_TIMESTAMP_OLD
-#define SO_TIMESTAMP_OLD 29
-#define SO_TIMESTAMPNS_OLD 35
-#endif
-#ifndef SO_TIMESTAMP_NEW
-#define SO_TIMESTAMP_NEW 63
-#define SO_TIMESTAMPNS_NEW 64
-#endif
 
 namespace vsock::sock::dgram {
 namespace {
@@ -70,7 +56,7 @@ void on_datagram_bound(int fd, SocketState* state) {
   socklen_t length = sizeof local;
   if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) return;
   sys::ReentryGuard guard;
-  if (!udp_rules_allow(reinterpret_cast<sockaddr*>(&local), core::Role::kServer)) {
+  if (!rules_offload(core::Proto::kUdp, reinterpret_cast<sockaddr*>(&local), core::Role::kServer)) {
     state->kernel_reason.store(KernelReason::kRule);
     socket->leave_ud();
     return;

@@ -10,7 +10,7 @@
 #include "core/log.hpp"
 #include "core/stats.hpp"
 #include "sock/dgram/datagram_socket.hpp"
-#include "sock/dgram/udp_rules.hpp"
+#include "sock/offload_rules.hpp"
 #include "sock/offload_policy.hpp"
 #include "sock/upgrade/upgrade_engine.hpp"
 #include "sys/reentry_guard.hpp"
@@ -143,7 +143,7 @@ bool DatagramHub::learn_path(const PathKey& key, const sockaddr* source, const U
     return paths_.find(key, core::monotonic_ms(), path) == PathLookup::kResolved;
   }
   // Replies to a destination that a rule keeps on the kernel go there.
-  if (!udp_rules_allow(source, core::Role::kClient)) return false;
+  if (!rules_offload(core::Proto::kUdp, source, core::Role::kClient)) return false;
   ibv_ah* handle = paths_.handle_for(key);  // one per address: every port and socket there shares it
   if (handle == nullptr) {
     core::Result<rdma::AddressHandle> ah = rdma::AddressHandle::from_completion(endpoint_->pd(), endpoint_->port(),

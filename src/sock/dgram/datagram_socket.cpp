@@ -7,8 +7,8 @@
 
 #include <linux/sock_diag.h>
 
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "core/clock.hpp"
@@ -17,23 +17,12 @@
 #include "core/stats.hpp"
 #include "sock/dgram/datagram_hub.hpp"
 #include "sock/dgram/interface_index.hpp"
-#include "sock/dgram/udp_rules.hpp"
+#include "sock/dgram/option_names.hpp"
+#include "sock/offload_rules.hpp"
 #include "sock/upgrade/upgrade_engine.hpp"
 #include "sock/wait/signal_restart.hpp"
 #include "sock/wait/spin_budget.hpp"
 #include "sys/real_calls.hpp"
-
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef SO_TIMESTAMP_OLD
-#define SO_TIMESTAMP_OLD 29
-#define SO_TIMESTAMPNS_OLD 35
-#endif
-#ifndef SO_TIMESTAMP_NEW
-#define SO_TIMESTAMP_NEW 63
-#define SO_TIMESTAMPNS_NEW 64
-#endif
 
 namespace vsock::sock::dgram {
 namespace {
@@ -294,7 +283,7 @@ bool DatagramSocket::route_over_ud(int fd, const msghdr& msg, int flags, UdRoute
   UdPath path;
   PathLookup found = hub->paths().find(key, now, &path);
   if (found == PathLookup::kUnknown) {
-    if (!udp_rules_allow(to, core::Role::kClient)) {
+    if (!rules_offload(core::Proto::kUdp, to, core::Role::kClient)) {
       // A rule keeps this destination on the kernel: held as a failure,
       // so the rules are asked again only after the hold.
       hub->paths().failed(key, now);

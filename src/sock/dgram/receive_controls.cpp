@@ -5,18 +5,7 @@
 
 #include <cstring>
 
-#ifndef SO_TIMESTAMP_OLD
-#define SO_TIMESTAMP_OLD 29
-#endif
-#ifndef SO_TIMESTAMPNS_OLD
-#define SO_TIMESTAMPNS_OLD 35
-#endif
-#ifndef SO_TIMESTAMP_NEW
-#define SO_TIMESTAMP_NEW 63
-#endif
-#ifndef SO_TIMESTAMPNS_NEW
-#define SO_TIMESTAMPNS_NEW 64
-#endif
+#include "sock/dgram/option_names.hpp"
 
 namespace vsock::sock::dgram {
 namespace {

@@ -1,5 +1,7 @@
 #include "sock/stream/stream_hooks.hpp"
 
+#include "sock/offload_rules.hpp"
+
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -11,6 +13,7 @@
 #include "core/stats.hpp"
 #include "sock/dgram/datagram_hooks.hpp"
 #include "sock/dgram/datagram_socket.hpp"
+#include "sock/offload_rules.hpp"
 #include "sock/upgrade/listener_boards.hpp"
 #include "sock/upgrade/upgrade_engine.hpp"
 #include "sock/wire/endpoint.hpp"
@@ -26,13 +29,7 @@ constexpr int kExitDrainMs = 2000;
 // Whether the settings and rules let this socket use RDMA at all.
 bool offload_allowed(SocketState* state, core::Role role, const sockaddr* addr) {
   if (state->type != SOCK_STREAM || state->kernel_reason.load() != KernelReason::kUndecided) return false;
-  const core::Config& config = core::config();
-  core::Endpoint endpoint;
-  endpoint.proto = core::Proto::kTcp;
-  endpoint.program = program_invocation_short_name;
-  endpoint.role = role;
-  endpoint.addr = addr;
-  if (core::decide(config.rules, endpoint, config.settings.tcp) == core::OffloadMode::kKernel) {
+  if (!rules_offload(core::Proto::kTcp, addr, role)) {
     state->kernel_reason.store(KernelReason::kRule);
     core::stat_add(core::Stat::kernel_by_rule);
     return false;
