@@ -14,6 +14,10 @@
 #   1c. the same echo with the guest's netdev MTU at 4200 (UD MTU 4096:
 #      fewer, larger fragments) when the test runs in the Soft-RoCE guest;
 #      the MTU is put back after;
+#   1d. a rules file that keeps the server's port on the kernel for the
+#      client (`udp kernel role=client port=P`): every echo byte-exact and
+#      nothing over UD either way (the server learns no path from a kernel
+#      datagram);
 #   2. mixed: a plain server with a preloaded client, and the reverse: every
 #      echo byte-exact, nothing over UD (the plain side has no libvsock to
 #      answer a resolution, so the preloaded side stays on the kernel);
@@ -29,14 +33,21 @@ trap 'rm -rf "$work"' EXIT
 cd /tmp || exit 1
 counter=/sys/class/infiniband/${RXE_VM_DEVICE:-rxe0}/ports/1/hw_counters/sent_pkts
 
-# run NAME SERVER_PRELOAD CLIENT_PRELOAD WAIT: one pair; sets SECS.
+# run NAME SERVER_PRELOAD CLIENT_PRELOAD WAIT [CLIENT_RULE]: one pair; sets
+# SECS. CLIENT_RULE: a rules line for the client, PORT replaced by the
+# server's port.
 run() {
-  local name=$1 server_lib=$2 client_lib=$3 wait=$4 port server status
+  local name=$1 server_lib=$2 client_lib=$3 wait=$4 rule=${5:-} port server status config=
   env ${server_lib:+LD_PRELOAD=$server_lib} VSOCK_STATS=1 "$pair" server "$addr" "$wait" \
     >"$work/$name.server" 2>"$work/$name.server.err" &
   server=$!
   port=$(ut_wait_line "$work/$name.server" '^READY ' 30 "$server") || ut_fail "$name: server did not start: $(cat "$work/$name.server.err")"
-  timeout 300 env ${client_lib:+LD_PRELOAD=$client_lib} VSOCK_STATS=1 "$pair" client "$addr" "$port" "$count" "$wait" \
+  if [ -n "$rule" ]; then
+    config=$work/$name.conf
+    echo "${rule//PORT/$port}" >"$config"
+  fi
+  timeout 300 env ${client_lib:+LD_PRELOAD=$client_lib} ${config:+VSOCK_CONFIG=$config} VSOCK_STATS=1 \
+    "$pair" client "$addr" "$port" "$count" "$wait" \
     >"$work/$name.client" 2>"$work/$name.client.err"
   status=$?
   ut_wait_pid "$server" 30 >/dev/null
@@ -113,6 +124,13 @@ if [ "${RXE_VM:-0}" = 1 ] && [ -n "$netdev" ] && old_mtu=$(cat "/sys/class/net/$
 else
   echo "not in the Soft-RoCE guest as root: the UD MTU 4096 run is left out"
 fi
+
+run "rule-kernel" "$preload" "$preload" block "udp kernel role=client port=PORT"
+for side in server client; do
+  ud=$(ut_stat "$work/rule-kernel.$side.err" udp_ud_sends)
+  echo "rule-kernel $side: $(sends rule-kernel "$side")"
+  [ "${ud:-x}" = 0 ] || ut_fail "rule-kernel: the $side sent ${ud:-?} datagrams over UD against the client's rule"
+done
 
 run "plain-server" "" "$preload" block
 ud=$(ut_stat "$work/plain-server.client.err" udp_ud_sends)
