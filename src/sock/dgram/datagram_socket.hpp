@@ -100,6 +100,8 @@ class DatagramSocket final : public ManagedSocket {
   bool send_over_ud(int fd, const msghdr& msg, int flags, const sockaddr* to, socklen_t to_length);
   // The socket's own port (host order), asked of the kernel once it has one.
   uint16_t local_port(int fd);
+  // Binds a socket that has no port yet as the kernel does on a first send.
+  bool bind_as_first_send(int fd);
   // Takes the front of the UD queue into msg; under mu_.
   size_t take_queued(msghdr& msg, int flags);
   // Waits until either path may have a datagram, or the deadline; EAGAIN
