@@ -13,8 +13,10 @@ dg_device_init() {
   [ -r "$DG_HW/sent_pkts" ] || app_fail "no rxe counters at $DG_HW (not in the Soft-RoCE guest?)"
 }
 
-# dg_rxe: "SENT RECEIVED" packets of the device so far.
-dg_rxe() { echo "$(cat "$DG_HW/sent_pkts") $(cat "$DG_HW/rcvd_pkts")"; }
+# dg_rxe: "SENT RECEIVED RECVS" of the device so far: packets sent and
+# received, and receive work requests completed (rdma_recvs; a UD packet that
+# finds no receive posted is dropped: RECEIVED grows, RECVS does not).
+dg_rxe() { echo "$(cat "$DG_HW/sent_pkts") $(cat "$DG_HW/rcvd_pkts") $(cat "$DG_HW/rdma_recvs" 2>/dev/null || echo 0)"; }
 
 # dg_now: seconds since the epoch, with fractions.
 dg_now() { date +%s.%N; }
