@@ -16,6 +16,14 @@
 #                   its preload has no epoll) / ib_send_lat -e       64 B
 #   one-epoll  0,0  the same on one vCPU                             64 B
 #   tput       0,1  blocking write() streaming / ib_write_bw         sizes: VSOCK_BENCH_TPUT_SIZES
+#   udp-lat    0,1  UDP ping-pong, poll() then recv() (vsock_bench
+#                   udp-lat; the server's UDP thread the same) /
+#                   ib_send_lat -c UD busy-polling                    64 B
+#   udp-rate   0,1  UDP message rate: sendmmsg() of 32 datagrams per
+#                   call into a recvmmsg() sink (vsock_bench udp-rate,
+#                   sink), for VSOCK_BENCH_TPUT_SECONDS / ib_send_bw -c UD  64 B
+# The UDP rows have no rsocket column (vsock_bench --simple has no UDP) and
+# are not counted with perf.
 # Columns: kernel (no preload), libvsock (both ends preloaded; profile
 # VSOCK_FAIR_PROFILE, default: the library's default), rsocket
 # (librspreload.so, vsock_bench --simple) and verbs (perftest). Socket
@@ -46,7 +54,7 @@
 #   VSOCK_BENCH_ITERS        round trips per latency run (default 1000; large sizes 16 MiB / size, >= 20)
 #   VSOCK_BENCH_SECONDS      time bound of a latency run (default 1)
 #   VSOCK_BENCH_TPUT_SECONDS length of a throughput run (default 1)
-#   VSOCK_FAIR_ROWS          rows to run (default "sep-block one-block sep-epoll tput"; one-epoll
+#   VSOCK_FAIR_ROWS          rows to run (default "sep-block one-block sep-epoll tput udp-lat udp-rate"; one-epoll
 #                            is left out to keep the main job short: ~10 s per run here)
 #   VSOCK_FAIR_PROFILE       VSOCK_PROFILE of the libvsock column (default: unset)
 #   VSOCK_FAIR_EXTRA         columns measured in the 64 B blocking rows only (sep-block,
@@ -72,7 +80,7 @@ read -r -a columns <<<"${VSOCK_BENCH_COLUMNS:-kernel libvsock rsocket verbs}"
 read -r -a lat_sizes <<<"${VSOCK_BENCH_LAT_SIZES:-64 4096 65536 1048576}"
 read -r -a tput_sizes <<<"${VSOCK_BENCH_TPUT_SIZES:-64 4096 65536 1048576}"
 read -r -a extra_columns <<<"${VSOCK_FAIR_EXTRA-libvsock:latency}"
-read -r -a rows <<<"${VSOCK_FAIR_ROWS:-sep-block one-block sep-epoll tput}"
+read -r -a rows <<<"${VSOCK_FAIR_ROWS:-sep-block one-block sep-epoll tput udp-lat udp-rate}"
 rounds=${VSOCK_BENCH_REPEAT:-2}
 size_rounds=${VSOCK_BENCH_TPUT_REPEAT:-1}
 iters=${VSOCK_BENCH_ITERS:-1000}
@@ -129,12 +137,12 @@ column_env() {
 }
 simple_arg() { [ "$1" = rsocket ] && echo --simple; }
 
-# start_server ROW COLUMN SCPU COUNT(0|1)
+# start_server ROW COLUMN SCPU COUNT(0|1) [MODE (server | sink: udp-rate's receiver)]
 start_server() {
-  local row=$1 c=$2 scpu=$3 count=$4 so=$work/server-$c.out pid i port bg
+  local row=$1 c=$2 scpu=$3 count=$4 mode=${5:-server} so=$work/server-$c.out pid i port bg
   : >"$so"
   server_port[$c]="" server_perf[$c]="" server_ctl[$c]=""
-  local -a cmd=(env $(column_env "$c") "$bench" server --addr "$addr" --port 0 --cpu "$scpu" $(simple_arg "$c"))
+  local -a cmd=(env $(column_env "$c") "$bench" "$mode" --addr "$addr" --port 0 --cpu "$scpu" $(simple_arg "$c"))
   if ((count && have_perf)); then
     server_ctl[$c]=$work/ctl-$c server_perf[$c]=$work/server-$c.perf
     rm -f "${server_ctl[$c]}" "${server_ctl[$c]}.ack"
@@ -196,6 +204,11 @@ socket_run() {
   [ -n "${server_port[$c]:-}" ] || { echo "${server_err[$c]:-no server}" >"$work/run.err"; return 1; }
   if [ "$test" = tcp-tput ]; then
     n=1000000000000 secs=$tput_seconds
+  elif [ "$test" = udp-rate ]; then
+    n=1 secs=$tput_seconds extra=(--batch 32)
+  elif [ "$test" = udp-lat ]; then
+    n=$(lat_iters_for "$size") secs=$seconds
+    extra=(--warmup "$warmup" --samples "$work/samples.txt")
   else
     n=$(lat_iters_for "$size") secs=$seconds
     extra=(--wait "$wait" --warmup "$warmup" --peer-pid "${server_pid[$c]}" --samples "$work/samples.txt")
@@ -230,6 +243,10 @@ verbs_run() {
       # a byte budget of 24 MiB per second of tput_seconds, 16..20000 messages
       n=$((25165824 * tput_seconds / size)); ((n > 20000)) && n=20000; ((n < 16)) && n=16
       args=(-n "$n") ;;
+    udp-lat) tool=ib_send_lat n=${n:-$(lat_iters_for "$size")} bound=$((seconds * 10 + 30))
+      args=(-c UD -n "$n" -H) ;;
+    udp-rate) tool=ib_send_bw bound=$((tput_seconds * 10 + 30))
+      args=(-c UD -n 20000) ;;
   esac
   command -v "$tool" >/dev/null || { echo "$tool not installed (perftest)" >"$work/run.err"; return 1; }
   ((ev)) && args+=(-e)
@@ -259,16 +276,21 @@ verbs_run() {
     else echo "$tool exit $rc: $(grep -iE 'err|fail|couldn|unable|invalid' "$work/verbs-client.out" | tail -1 | head -c 160)" >"$work/run.err"; fi
     return 1
   fi
-  if [ "$test" = tcp-lat ]; then
+  if [ "$test" = tcp-lat ] || [ "$test" = udp-lat ]; then
     # -H: every iteration ("N, usec" lines, one-way), doubled like the summary
     awk -F', ' '/^#, usec/ { on = 1; next } on && /^[0-9]+, [0-9.]+$/ { printf "%.2f\n", 2 * $2 } /^---/ { on = 0 }' \
       "$work/verbs-client.out" >"$work/samples.txt"
     # bytes iters t_min t_max t_typical t_avg t_stdev p99 p99.9
     line=$(echo "$line" | awk -v t="$tool$( ((ev)) && echo _-e)" '{ if (NF < 9) exit 1
-      printf "result test=tcp-lat size=%d iters=%d p50_us=%.2f p99_us=%.2f p999_us=%.2f mean_us=%.2f min_us=%.2f max_us=%.2f msgs=%d tool=%s\n",
+      printf "result test='"$test"' size=%d iters=%d p50_us=%.2f p99_us=%.2f p999_us=%.2f mean_us=%.2f min_us=%.2f max_us=%.2f msgs=%d tool=%s\n",
         $1, $2, 2 * $5, 2 * $8, 2 * $9, 2 * $6, 2 * $3, 2 * $4, 2 * $2, t }') ||
       { echo "$tool: unexpected output" >"$work/run.err"; return 1; }
     ((count)) && line+="$(perf_fields w "$work/vs.perf" "$work/vc.perf")"
+  elif [ "$test" = udp-rate ]; then
+    # bytes iters bw_peak bw_avg msg_rate (Mpps): what the receiver completed
+    line=$(echo "$line" | awk -v t="$tool" '{ if (NF < 5 || $5 + 0 <= 0) exit 1
+      printf "result test=udp-rate size=%d iters=%d recv_mps=%.4f MBps=%.1f tool=%s_-c_UD\n", $1, $2, $5, $4 * 1.048576, t }') ||
+      { echo "$tool reported no message rate" >"$work/run.err"; return 1; }
   else
     # bytes iters bw_peak bw_avg msg_rate; MiB/s -> MB/s
     line=$(echo "$line" | awk -v t="$tool" '{ if (NF < 5 || $4 + 0 <= 0) exit 1
@@ -286,6 +308,8 @@ row_spec() {
     sep-epoll) echo "0 1 epoll 1 tcp-lat" ;;
     one-epoll) echo "0 0 epoll 1 tcp-lat" ;;
     tput) echo "0 1 block 0 tcp-tput" ;;
+    udp-lat) echo "0 1 poll 0 udp-lat" ;;
+    udp-rate) echo "0 1 block 0 udp-rate" ;;
     *) return 1 ;;
   esac
 }
@@ -310,8 +334,8 @@ run_cell() {
     return
   fi
   echo "row=$row col=$c round=$round wait=$w $line tcp_segs=$((t1 - t0)) rdma_pkts=$((r1 - r0)) run_s=$((SECONDS - began))" >>"$raw"
-  note "$row $c $size round $round: $(echo "$line" | grep -oE '(p50_us|p99_us|MBps|c_sys|w_sys)=[0-9.]+' | tr '\n' ' ')($((SECONDS - began)) s)"
-  [ -s "$work/samples.txt" ] && [ "$test" = tcp-lat ] && cat "$work/samples.txt" >>"$out/samples/$row-$c-$size.txt"
+  note "$row $c $size round $round: $(echo "$line" | grep -oE '(p50_us|p99_us|MBps|recv_mps|loss_pct|c_sys|w_sys)=[0-9.]+' | tr '\n' ' ')($((SECONDS - began)) s)"
+  [ -s "$work/samples.txt" ] && [[ "$test" = *-lat ]] && cat "$work/samples.txt" >>"$out/samples/$row-$c-$size.txt"
   rm -f "$work/samples.txt"
 }
 
@@ -337,22 +361,30 @@ for row in "${rows[@]}"; do
   if [ "$test" = tcp-tput ]; then sizes=("${tput_sizes[@]}")
   elif [ "$row" = sep-block ]; then sizes=("${lat_sizes[@]}")
   else sizes=(64); fi
+  server_mode=server
+  [ "$test" = udp-rate ] && server_mode=sink
   counted=0
   [[ "$test" = tcp-lat && " ${sizes[*]} " == *" 64 "* ]] && counted=1
-  row_columns=("${columns[@]}")
+  base_columns=("${columns[@]}")
+  # UDP rows: no rsocket (vsock_bench --simple has no UDP socket)
+  if [[ "$test" = udp-* ]]; then
+    base_columns=()
+    for c in "${columns[@]}"; do [ "$c" = rsocket ] || base_columns+=("$c"); done
+  fi
+  row_columns=("${base_columns[@]}")
   # the extra columns: 64 B, blocking rows (in epoll rows they cost the most time)
   with_extra=0
   ((counted)) && [[ "$row" == *-block ]] && with_extra=1
   ((with_extra)) && row_columns+=("${extra_columns[@]}")
   for c in "${row_columns[@]}"; do
     [ "$c" = verbs ] && continue
-    start_server "$row" "$c" "$scpu" "$counted"
+    start_server "$row" "$c" "$scpu" "$counted" "$server_mode"
   done
   ((counted && have_perf)) && [[ " ${columns[*]} " == *" verbs "* ]] && verbs_baseline "$row" "$scpu" "$ccpu" "$ev"
   for size in "${sizes[@]}"; do
     n=$size_rounds
-    [ "$test" = tcp-lat ] && ((size == 64)) && n=$rounds
-    size_columns=("${columns[@]}")
+    [[ "$test" = *-lat ]] && ((size == 64)) && n=$rounds
+    size_columns=("${base_columns[@]}")
     ((with_extra && size == 64)) && size_columns+=("${extra_columns[@]}")
     for ((round = 1; round <= n; round++)); do
       order=()

@@ -46,7 +46,7 @@ pct() {
 lat_cell() {  # ROW COL SIZE -> "p50 / p99 / p99.9" or failed / -
   local f=$out/samples/$1-$2-$3.txt
   if [ -s "$f" ]; then echo "$(pct "$f" 0.5) / $(pct "$f" 0.99) / $(pct "$f" 0.999)"
-  elif grep -qE "^row=$1 col=$2 .*FAILED test=tcp-lat size=$3:" "$raw"; then echo "failed"
+  elif grep -qE "^row=$1 col=$2 .*FAILED test=[a-z]+-lat size=$3:" "$raw"; then echo "failed"
   else echo "-"; fi
 }
 p50() { local f=$out/samples/$1-$2-$3.txt; [ -s "$f" ] && pct "$f" 0.5 || echo "-"; }
@@ -118,7 +118,7 @@ where() {
   case "$1" in
     sep-*) echo "separate vCPUs (server 0, client 1)" ;;
     one-*) echo "one vCPU (both 0)" ;;
-    tput) echo "separate vCPUs (server 0, client 1)" ;;
+    tput | udp-*) echo "separate vCPUs (server 0, client 1)" ;;
   esac
 }
 wait_label() {  # ROW COL -> how that column waits in that row
@@ -128,7 +128,7 @@ wait_label() {  # ROW COL -> how that column waits in that row
     block) echo "blocking read()" ;;
     epoll) echo "epoll_wait() then read()" ;;
     poll) echo "poll() then read()" ;;
-    busy-poll) echo "busy-poll (ib_send_lat)" ;;
+    busy-poll) [[ "$1" = udp-* ]] && echo "busy-poll (ib_send_lat -c UD)" || echo "busy-poll (ib_send_lat)" ;;
     cq-events) echo "CQ events (ib_send_lat -e)" ;;
     *) echo "-" ;;
   esac
@@ -139,6 +139,7 @@ has_row() { [[ " ${rows[*]} " == *" $1 "* ]]; }
 echo "Measured at commit \`$commit\`, $(meta date), in the Soft-RoCE guest ($(meta nproc) vCPUs, device $(meta dev), $(meta addr));" \
   "guest load average at start $(sed -n 's/.* load=\([^ ]*\) \([^ ]*\) \([^ ]*\).*/\1 \2 \3/p' "$out/meta.txt"); libvsock profile: $(meta profile);" \
   "$(meta rounds) rounds at 64 B, $(meta size_rounds) at larger sizes and for throughput, columns interleaved (order flipped every round); up to $(meta iters) round trips per latency run after up to $(meta warmup) warm-up, each run bounded to $(meta seconds) s; fair.sh took $(meta total_s) s."
+if has_row sep-block || has_row one-block || has_row sep-epoll || has_row one-epoll; then
 echo
 echo "### 64 B ping-pong: latency and what each message costs"
 echo
@@ -157,6 +158,7 @@ echo "Per message = both ends together, a round trip being two messages. Socket 
   "(raw_syscalls:sys_enter, context-switches, task-clock; the client's counts and every server thread's); verbs: perftest's" \
   "whole-run system calls minus those of a 100-round-trip run of the same row (its CPU time and context switches are not measurable" \
   "that way: n/m, see bench/fair_report.sh). \`-\`: not counted (no perf, or a run not counted)."
+fi
 
 if has_row sep-block; then
   read -r -a sizes <<<"$(grep -E '^row=sep-block ' "$raw" | field size | sort -gu | tr '\n' ' ')"
@@ -201,6 +203,51 @@ if has_row tput; then
   echo "Median of the runs (lowest–highest); MB = 10^6 bytes; ib_write_bw's MiB/s converted."
 fi
 
+# ---- UDP (rows udp-lat, udp-rate) ----
+rate_cell() {  # COL FIELD -> "median (lo–hi)" of FIELD over the runs, in millions
+  lines udp-rate "$1" 64 | field "$2" | sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "-"; exit }
+    m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; if (NR > 1) printf "%.3f (%.3f–%.3f)", m, v[1], v[NR]; else printf "%.3f", m }'
+}
+rate_median() { rate_cell "$1" "$2" | awk '{ print $1 }'; }
+if has_row udp-lat || has_row udp-rate; then
+  echo
+  echo "### UDP: separate vCPUs (server 0, client 1), every column pinned with the same taskset / sched_setaffinity"
+  echo
+fi
+if has_row udp-lat; then
+  echo "64 B UDP ping-pong (kernel and libvsock: vsock_bench udp-lat on a connected socket against the server's UDP thread," \
+    "both waiting in poll() then recv()/recvfrom(); verbs: ib_send_lat -c UD, busy-polling):"
+  echo
+  echo "| column: wait style | p50 / p99 / p99.9 (µs) | run p50s: low–high (runs) | round trips |"
+  echo "|---|---:|---:|---:|"
+  for c in "${columns[@]}"; do
+    grep -qE "^row=udp-lat col=$c " "$raw" || continue
+    w=$(wait_label udp-lat "$c")
+    [ "$c" = verbs ] || w="poll() then recv()"
+    echo "| $c: $w | $(lat_cell udp-lat "$c" 64) | $(spread udp-lat "$c" 64) | $(nsamples udp-lat "$c" 64) |"
+  done
+  echo
+fi
+if has_row udp-rate; then
+  echo "64 B message rate (kernel and libvsock: vsock_bench udp-rate, sendmmsg() of 32 datagrams per call on a connected" \
+    "socket into a recvmmsg() sink (64 per call); verbs: ib_send_bw -c UD), millions of datagrams per second, median of the runs" \
+    "(lowest–highest):"
+  echo
+  echo "| column | sent (M/s) | received (M/s) | lost (%) |"
+  echo "|---|---:|---:|---:|"
+  for c in "${columns[@]}"; do
+    grep -qE "^row=udp-rate col=$c " "$raw" || continue
+    if [ "$c" = verbs ]; then
+      echo "| verbs: ib_send_bw -c UD | - | $(rate_cell verbs recv_mps) | - |"
+    else
+      echo "| $c | $(rate_cell "$c" send_mps) | $(rate_cell "$c" recv_mps) | $(rate_cell "$c" loss_pct) |"
+    fi
+  done
+  echo
+  echo "A sender faster than its receiver loses datagrams, on the kernel as over UD (no flow control: what overflows the"
+  echo "receiver's SO_RCVBUF or receive queue is dropped); the received rate is the figure to compare."
+  echo
+fi
 echo
 echo "### The issue's ratios, from this run"
 echo
@@ -242,6 +289,20 @@ if has libvsock && has verbs && has_row tput; then
     a=$(tput_median libvsock "$s") b=$(tput_median verbs "$s")
     echo "| libvsock / ib_write_bw, $(human "$s") | separate vCPUs; blocking write() | $a MB/s | $b MB/s | $(mark "$(ratio "$a" "$b")" ">=0.8") | | ≥ 0.8 |"
   done
+fi
+if has libvsock && has verbs && has_row udp-lat; then
+  a=$(p50 udp-lat libvsock 64) b=$(p50 udp-lat verbs 64)
+  echo "| libvsock / raw UD verbs, UDP p50 64 B | separate vCPUs; poll() vs busy-poll | $a µs | $b µs | $(mark "$(ratio "$a" "$b")" "<=1.2") | $(per_round udp-lat libvsock verbs 64) | ≤ 1.2 (issue 11) |"
+  a=$(p99 udp-lat libvsock 64) b=$(p99 udp-lat verbs 64)
+  echo "| libvsock / raw UD verbs, UDP p99 64 B | separate vCPUs; poll() vs busy-poll | $a µs | $b µs | $(ratio "$a" "$b") | | |"
+fi
+if has libvsock && has kernel && has_row udp-lat; then
+  a=$(p50 udp-lat libvsock 64) b=$(p50 udp-lat kernel 64)
+  echo "| libvsock / kernel UDP, p50 64 B | separate vCPUs; poll() both | $a µs | $b µs | $(ratio "$a" "$b") | $(per_round udp-lat libvsock kernel 64) | |"
+fi
+if has libvsock && has kernel && has_row udp-rate; then
+  a=$(rate_median libvsock recv_mps) b=$(rate_median kernel recv_mps)
+  echo "| libvsock / kernel UDP, received datagrams/s, sendmmsg 64 B | separate vCPUs | $a M/s | $b M/s | $(mark "$(ratio "$a" "$b")" ">=2") | | ≥ 2 (issue 11) |"
 fi
 if has libvsock && has rsocket; then
   for row in sep-block one-block sep-epoll one-epoll; do

@@ -3,7 +3,9 @@
 # measures an unmodified program pair (bench/vsock_bench server + client) over
 # kernel TCP, with libvsock and with rsocket's librspreload.so, next to raw
 # verbs (perftest), like with like: every column pinned the same way, the
-# wait style of each stated (bench/fair.sh). Prints the table and writes it,
+# wait style of each stated (bench/fair.sh); and UDP: 64 B ping-pong and a
+# sendmmsg/recvmmsg message rate over kernel UDP and libvsock (UD), next to
+# raw UD verbs (ib_send_lat / ib_send_bw -c UD). Prints the table and writes it,
 # with its plots, into docs/performance.md (the generated section between
 # the "fair-bench" markers; a rerun replaces it) and docs/fair-*.svg.
 # It runs where a verbs device is (the Soft-RoCE VM of tests/rxe/ on a
@@ -36,7 +38,7 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 out=$PWD/build/default/fair
 export VSOCK_RXE_TIMEOUT=${VSOCK_RXE_TIMEOUT:-900}
 bash tests/rxe/with-device.sh bash -c 'ulimit -l unlimited 2>/dev/null; unset TMPDIR; cd /tmp &&
-  echo "== kernel TCP vs libvsock vs rsocket vs raw verbs on ${RXE_VM_DEV:-rxe0} at $RXE_VM_IPADDR" &&
+  echo "== kernel TCP/UDP vs libvsock vs rsocket vs raw verbs on ${RXE_VM_DEV:-rxe0} at $RXE_VM_IPADDR" &&
   exec bash "$0" "$1" "$2"' "$PWD/bench/fair.sh" "$PWD/build/default" "$out"
 rc=$?
 if [ $rc = 77 ]; then

@@ -4,8 +4,11 @@
 //   vsock_bench server [--addr A] [--port P] [--cpu N] [--simple]
 //       Listens on TCP A:P (P=0: any free port) and binds UDP to the same
 //       port, prints "READY <port>" on stdout, serves until SIGTERM/SIGINT.
-//   vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call --port P [--addr A]
-//       [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple]
+//   vsock_bench sink [--addr A] [--port P] [--cpu N]
+//       A UDP socket on A:P counting what arrives (recvmmsg, 64 at a time),
+//       for udp-rate; prints "READY <port>", serves until SIGTERM/SIGINT.
+//   vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call|udp-rate --port P [--addr A]
+//       [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple] [--batch N]
 //       [--wait block|poll|epoll] [--peer-pid PID] [--samples FILE] [--perf-ctl FIFO]...
 //       Prints one line: "result test=... key=value ...".
 //
@@ -39,6 +42,17 @@
 // so slow large-message runs still measure; the measured phase then runs
 // --iters round trips or until --seconds have passed (tcp-lat: counted from
 // the end of the warm-up).
+//
+// udp-rate (against a sink) sends --size-byte datagrams with sendmmsg,
+// --batch (default 32) per call, on a connected socket for --seconds,
+// after a warm-up of a quarter of that (at most 1 s: the time a libvsock
+// destination needs to resolve); a control datagram then asks the sink how
+// many arrived in that window. Prints the send and receive rates (datagrams
+// per second) and the loss: a sender faster than its receiver loses, as UDP
+// does.
+//
+// udp-lat sends one datagram and waits 200 ms before its warm-up (the time a
+// libvsock destination needs to resolve).
 //
 // tcp-call times --iters recv(MSG_DONTWAIT) calls on a connected, empty TCP
 // socket (each fails with EAGAIN at once): the per-call cost of the socket
@@ -82,6 +96,11 @@ constexpr uint32_t kMaxSize = 1u << 20;
 constexpr uint32_t kMaxDatagram = 65507;
 constexpr int kIoTimeoutS = 10;
 constexpr int kUdpReplyTimeoutMs = 1000;
+// udp-rate: the first word of every datagram to a sink
+constexpr uint32_t kRateData = 0x56425244;   // "VBRD": counted
+constexpr uint32_t kRateReset = 0x5642525a;  // "VBRZ": counts to zero, answered with the tag
+constexpr uint32_t kRateQuery = 0x56425251;  // "VBRQ": answered with a RateCount
+constexpr int kSinkBatch = 64;
 constexpr unsigned kSimpleConnectionAlarmS = 300;  // --simple server: bound of one connection
 
 enum class Test : uint32_t { kTcpLatency = 1, kTcpThroughput = 2, kUdpLatency = 3 };
@@ -110,6 +129,7 @@ struct Options {
   int peer_pid = -1;
   std::string samples_file;
   std::vector<std::string> perf_ctl;
+  int batch = 32;
 };
 
 std::atomic<bool> g_stop{false};
@@ -123,8 +143,10 @@ std::atomic<bool> g_stop{false};
   std::fprintf(stderr,
                "vsock_bench: %s\n"
                "usage: vsock_bench server [--addr A] [--port P] [--cpu N] [--simple]\n"
-               "       vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call --port P [--addr A]\n"
+               "       vsock_bench sink [--addr A] [--port P] [--cpu N]\n"
+               "       vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call|udp-rate --port P [--addr A]\n"
                "                          [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple]\n"
+               "                          [--batch N]\n"
                "                          [--wait block|poll|epoll] [--peer-pid PID] [--samples FILE]\n"
                "                          [--perf-ctl FIFO]...\n",
                message.c_str());
@@ -360,6 +382,65 @@ int run_server(const Options& o) {
   return 0;
 }
 
+// ---- sink (udp-rate's receiver) ----
+
+struct RateCount {
+  uint32_t tag;
+  uint32_t pad;
+  uint64_t datagrams;
+  uint64_t bytes;
+};
+
+int run_sink(const Options& o) {
+  pin_to_cpu(o.cpu);
+  struct sigaction sa{};
+  sa.sa_handler = [](int) { g_stop.store(true); };
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) die("socket udp");
+  sockaddr_in me = make_address(o.addr, o.port);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&me), sizeof me) != 0) die("bind udp");
+  socklen_t me_len = sizeof me;
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&me), &me_len) != 0) die("getsockname");
+  timeval tv{0, 200000};  // to see g_stop
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  std::printf("READY %d\n", ntohs(me.sin_port));
+  std::fflush(stdout);
+  constexpr size_t kSlot = 2048;
+  std::vector<char> buffers(kSinkBatch * kSlot);
+  mmsghdr msgs[kSinkBatch];
+  iovec iov[kSinkBatch];
+  sockaddr_in peers[kSinkBatch];
+  RateCount count{kRateQuery, 0, 0, 0};
+  while (!g_stop.load()) {
+    for (int i = 0; i < kSinkBatch; ++i) {
+      iov[i] = iovec{buffers.data() + i * kSlot, kSlot};
+      msgs[i] = mmsghdr{};
+      msgs[i].msg_hdr.msg_iov = &iov[i];
+      msgs[i].msg_hdr.msg_iovlen = 1;
+      msgs[i].msg_hdr.msg_name = &peers[i];
+      msgs[i].msg_hdr.msg_namelen = sizeof peers[i];
+    }
+    int n = recvmmsg(fd, msgs, kSinkBatch, MSG_WAITFORONE, nullptr);
+    for (int i = 0; i < n; ++i) {
+      uint32_t tag = 0;
+      if (msgs[i].msg_len >= sizeof tag) std::memcpy(&tag, iov[i].iov_base, sizeof tag);
+      if (tag == kRateData) {
+        ++count.datagrams;
+        count.bytes += msgs[i].msg_len;
+      } else if (tag == kRateReset || tag == kRateQuery) {
+        if (tag == kRateReset) count.datagrams = count.bytes = 0;
+        RateCount answer = count;
+        answer.tag = tag;
+        sendto(fd, &answer, sizeof answer, 0, reinterpret_cast<sockaddr*>(&peers[i]), msgs[i].msg_hdr.msg_namelen);
+      }
+    }
+  }
+  close(fd);
+  return 0;
+}
+
 // ---- client ----
 
 struct LatencySummary {
@@ -561,9 +642,25 @@ int run_udp_latency(const Options& o) {
   std::vector<double> samples;
   samples.reserve(static_cast<size_t>(o.iters));
   long lost = 0;
-  double deadline = now_seconds() + o.seconds;
   pollfd pfd{fd, POLLIN, 0};
-  for (uint64_t seq = 0; seq < static_cast<uint64_t>(o.warmup + o.iters); ++seq) {
+  // One datagram, then 200 ms: the time a libvsock destination needs to
+  // resolve (the first datagrams go through the kernel meanwhile), so the
+  // warm-up and the measured round trips take the path they measure.
+  {
+    uint64_t probe = ~uint64_t{0};
+    std::memcpy(out.data(), &probe, sizeof probe);
+    if (send(fd, out.data(), out.size(), 0) == static_cast<ssize_t>(out.size()) && poll(&pfd, 1, kUdpReplyTimeoutMs) > 0)
+      (void)recv(fd, in.data(), in.size(), 0);
+    usleep(200000);
+  }
+  // The warm-up ends after --warmup round trips or a quarter of --seconds;
+  // the measured phase's --seconds count from its end.
+  uint64_t first_measured = static_cast<uint64_t>(o.warmup);
+  const double warm_until = now_seconds() + o.seconds / 4;
+  double deadline = now_seconds() + o.seconds;
+  for (uint64_t seq = 0; seq < first_measured + static_cast<uint64_t>(o.iters); ++seq) {
+    if (seq < first_measured && now_seconds() > warm_until) first_measured = seq;
+    if (seq == first_measured) deadline = now_seconds() + o.seconds;
     std::memcpy(out.data(), &seq, sizeof seq);
     double t0 = now_seconds();
     if (send(fd, out.data(), out.size(), 0) != static_cast<ssize_t>(out.size())) die("send udp");
@@ -580,8 +677,8 @@ int run_udp_latency(const Options& o) {
     }
     double t1 = now_seconds();
     if (!answered) ++lost;
-    else if (seq >= static_cast<uint64_t>(o.warmup)) samples.push_back((t1 - t0) * 1e6);
-    if (t1 > deadline) break;
+    else if (seq >= first_measured) samples.push_back((t1 - t0) * 1e6);
+    if (seq >= first_measured && t1 > deadline) break;
     if (lost > 100) {
       std::fprintf(stderr, "vsock_bench: more than 100 datagrams lost; is the server up?\n");
       return 1;
@@ -589,6 +686,78 @@ int run_udp_latency(const Options& o) {
   }
   close(fd);
   print_latency(o, samples, lost);
+  return 0;
+}
+
+// One control exchange with a sink: TAG sent until an answer with the same
+// tag comes (every 200 ms, at most 25 times).
+bool rate_control(int fd, uint32_t tag, RateCount* answer) {
+  pollfd pfd{fd, POLLIN, 0};
+  for (int attempt = 0; attempt < 25; ++attempt) {
+    RateCount ask{tag, 0, 0, 0};
+    if (send(fd, &ask, sizeof ask, 0) < 0 && errno != ENOBUFS && errno != EAGAIN) die("send control");
+    double until = now_seconds() + 0.2;
+    while (now_seconds() < until) {
+      if (poll(&pfd, 1, 50) <= 0) continue;
+      RateCount got{};
+      ssize_t n = recv(fd, &got, sizeof got, MSG_DONTWAIT);
+      if (n == static_cast<ssize_t>(sizeof got) && got.tag == tag) {
+        *answer = got;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+int run_udp_rate(const Options& o) {
+  if (o.size < sizeof(uint32_t) || o.size > 1024) usage_error("udp-rate needs --size 4..1024");
+  int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) die("socket");
+  sockaddr_in sa = make_address(o.addr, o.port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) die("connect udp");
+  std::vector<char> out(o.size, 'r');
+  std::memcpy(out.data(), &kRateData, sizeof kRateData);
+  std::vector<mmsghdr> msgs(static_cast<size_t>(o.batch));
+  iovec iov{out.data(), out.size()};
+  auto send_batch = [&]() -> int {
+    for (mmsghdr& m : msgs) {
+      m = mmsghdr{};
+      m.msg_hdr.msg_iov = &iov;
+      m.msg_hdr.msg_iovlen = 1;
+    }
+    int n = sendmmsg(fd, msgs.data(), static_cast<unsigned>(msgs.size()), 0);
+    if (n < 0 && errno != ENOBUFS && errno != EAGAIN && errno != EINTR) die("sendmmsg");
+    return n < 0 ? 0 : n;
+  };
+  double warm_until = now_seconds() + std::min(1.0, o.seconds / 4);
+  while (now_seconds() < warm_until) send_batch();
+  usleep(100000);
+  RateCount answer{};
+  if (!rate_control(fd, kRateReset, &answer)) {
+    std::fprintf(stderr, "vsock_bench: the sink did not answer; is it up?\n");
+    return 1;
+  }
+  uint64_t sent = 0, calls = 0;
+  double start = now_seconds();
+  double deadline = start + o.seconds;
+  while (now_seconds() < deadline) {
+    sent += static_cast<uint64_t>(send_batch());
+    ++calls;
+  }
+  double elapsed = now_seconds() - start;
+  usleep(200000);  // what is on its way arrives
+  if (!rate_control(fd, kRateQuery, &answer)) {
+    std::fprintf(stderr, "vsock_bench: the sink did not answer the count\n");
+    return 1;
+  }
+  close(fd);
+  double loss = sent > 0 ? 100.0 * (static_cast<double>(sent) - static_cast<double>(answer.datagrams)) / static_cast<double>(sent) : 0;
+  std::printf("result test=udp-rate size=%u batch=%d sent=%llu received=%llu calls=%llu seconds=%.3f send_mps=%.4f "
+              "recv_mps=%.4f loss_pct=%.2f\n",
+              o.size, o.batch, static_cast<unsigned long long>(sent), static_cast<unsigned long long>(answer.datagrams),
+              static_cast<unsigned long long>(calls), elapsed, static_cast<double>(sent) / elapsed / 1e6,
+              static_cast<double>(answer.datagrams) / elapsed / 1e6, loss);
   return 0;
 }
 
@@ -651,7 +820,8 @@ int run_client(const Options& o) {
   if (o.test == "udp-lat") return run_udp_latency(o);
   if (o.test == "tcp-tput") return run_tcp_throughput(o);
   if (o.test == "tcp-call") return run_tcp_call_cost(o);
-  usage_error("--test must be tcp-lat, udp-lat, tcp-tput or tcp-call");
+  if (o.test == "udp-rate") return run_udp_rate(o);
+  usage_error("--test must be tcp-lat, udp-lat, tcp-tput, tcp-call or udp-rate");
 }
 
 long parse_number(const char* flag, const char* text, long min, long max) {
@@ -667,7 +837,7 @@ Options parse_options(int argc, char** argv) {
   if (argc < 2) usage_error("missing mode");
   Options o;
   o.mode = argv[1];
-  if (o.mode != "server" && o.mode != "client") usage_error("mode must be server or client");
+  if (o.mode != "server" && o.mode != "client" && o.mode != "sink") usage_error("mode must be server, client or sink");
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
     if (flag == "--simple") {
@@ -685,6 +855,7 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--seconds") o.seconds = static_cast<double>(parse_number("--seconds", value, 1, 3600));
     else if (flag == "--cpu") o.cpu = static_cast<int>(parse_number("--cpu", value, 0, CPU_SETSIZE - 1));
     else if (flag == "--samples") o.samples_file = value;
+    else if (flag == "--batch") o.batch = static_cast<int>(parse_number("--batch", value, 1, 1024));
     else if (flag == "--perf-ctl") o.perf_ctl.push_back(value);
     else if (flag == "--peer-pid") o.peer_pid = static_cast<int>(parse_number("--peer-pid", value, 1, 1L << 22));
     else if (flag == "--wait") {
@@ -704,5 +875,6 @@ Options parse_options(int argc, char** argv) {
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   Options o = parse_options(argc, argv);
+  if (o.mode == "sink") return run_sink(o);
   return o.mode == "server" ? run_server(o) : run_client(o);
 }

@@ -9,6 +9,7 @@ packages=(
   qemu-system-x86 busybox-static iproute2 kmod xz-utils util-linux ibverbs-utils librdmacm1
   # real programs and peers for tests and benchmarks
   redis-server redis-tools iperf3 sockperf memcached libmemcached-tools python3 nodejs perftest rdmacm-utils
+  dnsmasq-base bind9-dnsutils
   apache2 apache2-utils openbsd-inetd
   # the main job: perf counts system calls and context switches, gnuplot draws the plots
   linux-perf gnuplot-nox

@@ -90,6 +90,21 @@ uint16_t DatagramSocket::local_port(int fd) {
   return port_;
 }
 
+// A socket that never bound gets the port the kernel would give it on its
+// first send (the family's any address, an ephemeral port), so that its
+// first datagram can go over UD too: a resolver that opens a socket per
+// query (dig, libc's stub resolver) sends exactly one datagram per socket.
+bool DatagramSocket::bind_as_first_send(int fd) {
+  sockaddr_storage any{};
+  socklen_t length = sizeof(sockaddr_in);
+  any.ss_family = static_cast<sa_family_t>(domain_);
+  if (domain_ == AF_INET6) length = sizeof(sockaddr_in6);
+  else if (domain_ != AF_INET) return false;
+  if (sys::real().bind(fd, reinterpret_cast<const sockaddr*>(&any), length) != 0) return false;
+  port_ = 0;
+  return local_port(fd) != 0;
+}
+
 void DatagramSocket::attach_locked(int fd) {
   if (hub_ != nullptr || leaving_) return;
   DatagramHub* hub = DatagramHub::get();
@@ -296,7 +311,7 @@ bool DatagramSocket::route_over_ud(int fd, const msghdr& msg, int flags, UdRoute
   if (found != PathLookup::kResolved) return false;
   {
     std::lock_guard<std::mutex> held(mu_);
-    if (leaving_ || local_port(fd) == 0) return false;  // the kernel binds it on the first send
+    if (leaving_ || (local_port(fd) == 0 && !bind_as_first_send(fd))) return false;
     attach_locked(fd);  // replies come back over UD
     if (hub_ == nullptr) return false;
     route->whole.header.source_port = port_;

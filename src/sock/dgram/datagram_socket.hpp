@@ -161,6 +161,8 @@ class DatagramSocket final : public ManagedSocket {
   // Takes the front of the UD queue into msg, with the control messages
   // the socket asked for; under mu_.
   size_t take_queued(int fd, msghdr& msg, int flags);
+  // Binds a socket that has no port yet as the kernel does on a first send.
+  bool bind_as_first_send(int fd);
   // Waits until either path may have a datagram, or the deadline; EAGAIN
   // on timeout, EINTR as the kernel's call would.
   core::Result<bool> wait_readable(int fd, int64_t deadline_ms);
