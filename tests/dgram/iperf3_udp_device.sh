@@ -2,8 +2,7 @@
 # iperf3 -u over UD (DESIGN decision 5), both ends unmodified and preloaded,
 # with the kernel's figure beside: 100 Mbit/s for VSOCK_APP_SECONDS (default
 # 3) seconds with 512, 1400 and 8000-byte datagrams (-l; 8000 B is 9
-# fragments at the UD MTU of 1024), then 1400 B --bidir (only with
-# VSOCK_UDP_BIDIR=1: a known library bug, see below). Each case runs
+# fragments at the UD MTU of 1024), then 1400 B --bidir. Each case runs
 # first without the library, then with it, on the device's address; iperf3
 # also opens a TCP control connection, which the library upgrades as usual.
 #
@@ -134,16 +133,8 @@ udp_case len1400 0 --length 1400
 udp_case len8000 0 --length 8000
 # --bidir: a second UDP stream to the server's port. iperf3's server
 # connect()s its UDP socket to the first stream and binds a new one to the
-# same port for the next; with the library the client's second stream
-# reaches the first (connected) socket over UD through the process's cached
-# path, which drops it (not its peer), and the stream never starts (the
-# kernel delivers it to the new socket). A library bug, reported with this
-# reproducer; VSOCK_UDP_BIDIR=1 runs the case.
-if [ "${VSOCK_UDP_BIDIR:-0}" = 1 ]; then
-  VSOCK_APP_CLIENT_TIMEOUT=60 udp_case bidir1400 1 --length 1400 --bidir
-else
-  echo "KNOWN BUG, case not run: iperf3 -u --bidir with the library never starts its second stream" \
-    "(a second socket bound to a port whose first socket connected: UD datagrams of other peers reach the" \
-    "connected one and are dropped); VSOCK_UDP_BIDIR=1 runs it"
-fi
+# same port for the next; the client's second stream reaches the first
+# (connected) socket over UD through the process's cached path, and the
+# library hands it to the socket the kernel would have chosen (the new one).
+VSOCK_APP_CLIENT_TIMEOUT=60 udp_case bidir1400 1 --length 1400 --bidir
 echo "PASS: iperf3 -u over UD"

@@ -204,7 +204,15 @@ void DatagramHub::arrival(const UdArrival& arrival) {
   facts.hop_limit = arrival.grh.hop_limit;
   facts.traffic_class = arrival.grh.traffic_class;
   clock_gettime(CLOCK_REALTIME, &facts.received);
-  socket->deliver(source, source_length, payload, length, facts);
+  if (!socket->deliver(source, source_length, payload, length, facts)) {
+    // It names a socket connected to another peer: the kernel would give
+    // it to the socket on that port that takes it (iperf3 -u --bidir: a
+    // second socket on the port for the second stream).
+    if (DatagramSocket* other = socket_for(header.destination_port, key, header.destination_cookie)) {
+      other->deliver(source, source_length, payload, length, facts);
+      other->release();
+    }
+  }
   socket->release();
 }
 
@@ -234,6 +242,22 @@ DatagramSocket* DatagramHub::find_socket(uint64_t cookie) {
   if (it == sockets_.end()) return nullptr;
   it->second->retain();
   return it->second;
+}
+
+DatagramSocket* DatagramHub::socket_for(uint16_t port, const PathKey& from, uint64_t except) {
+  std::lock_guard<std::mutex> held(sockets_mu_);
+  DatagramSocket* best = nullptr;
+  int best_match = 0;
+  for (const auto& [cookie, socket] : sockets_) {
+    if (cookie == except) continue;
+    int match = socket->match(port, from);
+    if (match > best_match) {
+      best = socket;
+      best_match = match;
+    }
+  }
+  if (best != nullptr) best->retain();
+  return best;
 }
 
 void DatagramHub::answer_unknown_cookie(const UdArrival& arrival) {

@@ -95,6 +95,11 @@ class DatagramHub {
   void answer_unknown_cookie(const UdArrival& arrival);
   // The attached socket with `cookie`, retained; null if none.
   DatagramSocket* find_socket(uint64_t cookie);
+  // The attached socket other than `except` that the kernel would give a
+  // datagram from `from` to `port` (one connected to `from`, else an
+  // unconnected one), retained; null if none. A scan: only for datagrams
+  // that named a socket connected elsewhere.
+  DatagramSocket* socket_for(uint16_t port, const PathKey& from, uint64_t except);
   // The path back to the arrival's sender (`source`, whose key is `key`),
   // learnt if new and the rules let datagrams to it go over UD; false if
   // there is none.

@@ -205,7 +205,14 @@ void DatagramSocket::abandon_in_child() {
 
 void DatagramSocket::on_last_close() { detach(true); }
 
-void DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_length, const uint8_t* payload,
+int DatagramSocket::match(uint16_t port, const PathKey& from) {
+  std::lock_guard<std::mutex> held(mu_);
+  if (leaving_ || port_ != port) return 0;
+  if (!connected_) return 1;
+  return from == peer_key_ ? 2 : 0;
+}
+
+bool DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_length, const uint8_t* payload,
                              size_t length, const ArrivalFacts& arrival) {
   ReceivedDatagram datagram;
   datagram.arrival = arrival;
@@ -223,25 +230,26 @@ void DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_le
     std::memcpy(&datagram.source, &mapped, sizeof mapped);
     datagram.source_length = sizeof mapped;
   } else if (domain_ == AF_INET && source.ss_family != AF_INET) {
-    return;  // an IPv6 sender cannot reach an IPv4 socket
+    return true;  // an IPv6 sender cannot reach an IPv4 socket
   }
   datagram.bytes.assign(payload, payload + length);
   PathKey from;
-  if (!path_key_of(reinterpret_cast<const sockaddr*>(&source), source_length, &from)) return;
+  if (!path_key_of(reinterpret_cast<const sockaddr*>(&source), source_length, &from)) return true;
   std::lock_guard<std::mutex> held(mu_);
-  if (leaving_) return;  // it left UD while this was on its way: lost, as UDP may
+  if (leaving_) return true;  // it left UD while this was on its way: lost, as UDP may
   // A connected socket hears only its peer, as the kernel's.
-  if (connected_ && !(from == peer_key_)) return;
+  if (connected_ && !(from == peer_key_)) return false;
   note_peer_locked(from);
   if (!queue_.push(std::move(datagram))) {
     core::stat_add(core::Stat::udp_drops_budget);
-    return;
+    return true;
   }
   queued_.store(queue_.count(), std::memory_order_release);
   activity_.fetch_add(1, std::memory_order_acq_rel);
   ud_bytes_received_ += length;
   core::stat_add(core::Stat::udp_ud_receives);  // an empty datagram is one too
   core::stat_add(core::Stat::udp_ud_bytes_received, length);
+  return true;
 }
 
 // ------------------------------------------------------------------ send --

@@ -97,8 +97,15 @@ class DatagramSocket final : public ManagedSocket {
   // connected to `from` gets ECONNREFUSED, as after an ICMP port
   // unreachable (once: the next call, SO_ERROR, POLLERR).
   void on_unreachable(const PathKey& from);
-  void deliver(const sockaddr_storage& source, socklen_t source_length, const uint8_t* payload, size_t length,
+  // False when the socket is connected to another peer than the source
+  // (the kernel would have given the datagram to another socket on the
+  // port, if any: the hub looks for it).
+  bool deliver(const sockaddr_storage& source, socklen_t source_length, const uint8_t* payload, size_t length,
                const ArrivalFacts& arrival);
+  // How well a datagram from `from` to `port` fits this socket, as the
+  // kernel's socket lookup ranks it: 2 connected to `from`, 1 unconnected,
+  // 0 not at all (another port, another peer, leaving).
+  int match(uint16_t port, const PathKey& from);
 
   // --- ManagedSocket ---
   bool kernel_only() const override { return kernel_only_.load(std::memory_order_acquire); }
