@@ -83,6 +83,9 @@ class DatagramHub {
   void on_resolved(const ResolvedPath& path);
   void on_resolution_failed(const sockaddr* destination, socklen_t length);
 
+  // The attached socket with `cookie`, retained; null if none.
+  DatagramSocket* find_socket(uint64_t cookie);
+
  private:
   DatagramHub() = default;
   static void on_arrival(void* context, const UdArrival& arrival);
@@ -93,8 +96,6 @@ class DatagramHub {
   // Queues an UNREACH (or, for a socket that left UD but lives, a REVOKE)
   // for the arrival's sender; progress() sends it.
   void answer_unknown_cookie(const UdArrival& arrival);
-  // The attached socket with `cookie`, retained; null if none.
-  DatagramSocket* find_socket(uint64_t cookie);
   // The path back to the arrival's sender (`source`, whose key is `key`),
   // learnt if new and the rules let datagrams to it go over UD; false if
   // there is none.
