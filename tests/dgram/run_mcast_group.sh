@@ -3,6 +3,7 @@
 # 11 item 8) with an unmodified Python sender and two receiver processes on
 # the same group and port (SO_REUSEADDR), all on the device's address.
 #
+# Every tenth datagram is 3000 bytes: fragments over UD.
 #   1. the kernel alone, IP_MULTICAST_LOOP on and off: what each receiver
 #      gets (every datagram / none: the sender is on the same host);
 #   2. all three preloaded with the group in VSOCK_UDP_MCAST_OFFLOAD: each
@@ -57,9 +58,10 @@ run() {
   SENT_PKTS=$(($(counter sent_pkts) - sent_before))
   for r in a b; do
     grep '^GOT ' "$work/$name.$r" | sort >"$work/$name.$r.set"
+    ! grep -q CORRUPT "$work/$name.$r.set" || ut_fail "$name: receiver $r got a corrupt datagram"
     local got
     got=$(sed -n 's/^COUNT //p' "$work/$name.$r")
-    echo "$name: receiver $r got ${got:-?} of $count | $(ut_stats "$work/$name.$r.err" udp_mcast_joins udp_mcast_receives udp_mcast_drops_loop udp_ud_receives udp_kernel_receives)"
+    echo "$name: receiver $r got ${got:-?} of $count | $(ut_stats "$work/$name.$r.err" udp_mcast_joins udp_mcast_receives udp_mcast_drops_loop udp_ud_receives udp_kernel_receives udp_drops_reassembly)"
     [ "$got" = "$expect" ] || ut_fail "$name: receiver $r got ${got:-nothing} datagrams, expected $expect: $(tail -3 "$work/$name.$r.err") / sender: $(tail -3 "$work/$name.sender.err")"
   done
   if [ -n "$self" ]; then
