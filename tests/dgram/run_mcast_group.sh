@@ -14,9 +14,10 @@
 #      got nothing and dropped what came (udp_mcast_drops_loop);
 #   3. the sender a member of the group too (loop on): it gets its own
 #      datagrams, the same set as with the kernel, delivered in software;
-#   4. mixed: a plain sender, preloaded receivers: everything, through the
+#   4. a sender whose IP_MULTICAST_IF is lo: the kernel's (nothing over UD);
+#   5. mixed: a plain sender, preloaded receivers: everything, through the
 #      kernel;
-#   5. baseline: rdmacm-utils' mckey joins and sends on this bed.
+#   6. baseline: rdmacm-utils' mckey joins and sends on this bed.
 # Prints MEASURED lines and exits 0 when all held.
 source "$(dirname "$0")/../upgrade/upgrade_test_lib.sh"
 [ $# -eq 2 ] || { echo "usage: $0 MCAST_GROUP_PY PRELOAD"; exit 2; }
@@ -47,7 +48,7 @@ run() {
   done
   sent_before=$(counter sent_pkts)
   local start=$(date +%s.%N)
-  local mode=(send "$group" "$port" "$addr" "$count" "$loop")
+  local mode=(send "$group" "$port" "${SENDER_IF:-$addr}" "$count" "$loop")
   [ -n "$self" ] && mode=(sendrecv "$group" "$port" "$addr" "$count" 3)
   env ${sender_lib:+LD_PRELOAD=$sender_lib VSOCK_UDP_MCAST_OFFLOAD=$offload} VSOCK_STATS=1 \
     timeout 120 python3 "$prog" "${mode[@]}" \
@@ -126,10 +127,18 @@ stat_is "$work/ud-self.sender.err" udp_mcast_receives "$count" "ud-self sender"
 stat_is "$work/ud-self.sender.err" udp_kernel_receives 0 "ud-self sender"
 echo "ud-self: rxe looped $(ut_stat "$work/ud-self.sender.err" udp_mcast_drops_loop) of the sender's $count datagrams back to its own queue pair (dropped)"
 
+# IP_MULTICAST_IF naming another interface than the device's (lo): the
+# kernel's, with or without the library (the receivers, members on the
+# device's interface, get nothing either way: lo is no member).
+SENDER_IF=127.0.0.1 run kernel-if-lo 1 "" "" 0
+SENDER_IF=127.0.0.1 run ud-if-lo 1 "$preload" "$preload" 0
+stat_is "$work/ud-if-lo.sender.err" udp_kernel_sends "$count" "ud-if-lo sender"
+stat_is "$work/ud-if-lo.sender.err" udp_mcast_sends 0 "ud-if-lo sender"
+
 run plain-sender 1 "" "$preload" "$count"
 same_sets plain-sender kernel-loop1
 for r in a b; do stat_is "$work/plain-sender.$r.err" udp_kernel_receives "$count" "plain-sender receiver $r"; done
-# 5. mckey as the bed's baseline (last: it joins the same group): a receiver and a sender of 5 messages.
+# 6. mckey as the bed's baseline (last: it joins the same group): a receiver and a sender of 5 messages.
 if command -v mckey >/dev/null; then
   timeout 30 mckey -m "$group" -b "$addr" -C 5 >"$work/mckey.recv" 2>&1 &
   mckey_recv=$!
