@@ -23,7 +23,7 @@ source "$(dirname "$0")/../upgrade/upgrade_test_lib.sh"
 [ $# -eq 2 ] || { echo "usage: $0 MCAST_GROUP_PY PRELOAD"; exit 2; }
 prog=$(ut_abs "$1") preload=$(ut_abs "$2")
 addr=$(ut_address)
-group=239.1.2.3 port=47123 count=${VSOCK_MCAST_COUNT:-200}
+group=239.1.2.3 port=47123 count=${VSOCK_MCAST_COUNT:-100}
 offload=239.1.0.0/16
 work=$(mktemp -d /tmp/mcast_group.XXXXXX)
 trap 'rm -rf "$work"' EXIT
