@@ -133,11 +133,13 @@ VSOCK_EXPORT int setsockopt(int fd, int level, int name, const void* value, sock
   const bool stream_unsupported = sock::is_unsupported_option(level, name);
   const bool datagram_option = sock::dgram::is_datagram_option(level, name);
   const bool copied = sock::is_stream_option(level, name);
-  if (!stream_unsupported && !datagram_option && !copied) return rc;
+  const bool multicast = sock::dgram::is_datagram_multicast_option(level, name);
+  if (!stream_unsupported && !datagram_option && !copied && !multicast) return rc;
   ErrnoKeeper keep;
   sock::SocketRef s = sock::lookup_socket(fd);
   if (!s) return rc;
   if (datagram_option) sock::dgram::on_datagram_option(fd, s.get(), level, name);
+  if (multicast) sock::dgram::on_datagram_multicast_option(fd, s.get(), level, name, value, len);
   if (stream_unsupported) sock::on_unsupported_option(s.get(), level, name);
   if (copied) sock::on_option_set(s.get(), level, name, value, len);
   return rc;

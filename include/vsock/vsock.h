@@ -118,6 +118,21 @@ struct vsock_stats {
    * path is forgotten; a connected socket then sees ECONNREFUSED). */
   uint64_t udp_unreach_sent;
   uint64_t udp_unreach_received;
+  /* Multicast over UD (groups in udp_mcast_offload): rdma_cm joins of a
+   * group by this process (one per group however many sockets joined it;
+   * a send-only join for a sender that never joined counts too), joins
+   * that failed (that group stays on the kernel), and leaves; datagrams
+   * sent to a group over UD; datagrams delivered from a group to a socket
+   * over UD (one per receiving socket); group datagrams dropped on arrival
+   * because they came from this process's own queue pair (delivered in
+   * software at send when IP_MULTICAST_LOOP is on) or from this host with
+   * the sender's IP_MULTICAST_LOOP off. */
+  uint64_t udp_mcast_joins;
+  uint64_t udp_mcast_join_failures;
+  uint64_t udp_mcast_leaves;
+  uint64_t udp_mcast_sends;
+  uint64_t udp_mcast_receives;
+  uint64_t udp_mcast_drops_loop;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

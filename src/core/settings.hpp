@@ -6,7 +6,10 @@
 #include <string>
 #include <string_view>
 
+#include <vector>
+
 #include "core/log.hpp"
+#include "core/multicast_prefix.hpp"
 
 namespace vsock::core {
 
@@ -35,6 +38,9 @@ struct Settings {
   uint32_t cq_mod_us = 0;
   uint32_t upgrade_timeout_ms = 200;   // how long connect() waits for RDMA
   uint32_t peer_fail_cache_s = 60;     // remember peers that cannot upgrade
+  // IPv4 multicast groups sent and received over UD (empty: none). A sender
+  // to such a group sends over UD only: every receiver must run libvsock.
+  std::vector<MulticastPrefix> udp_mcast_offload;
 };
 
 // Applies `value` to the setting called `name` (lower-case, e.g. "spin_us").

@@ -66,7 +66,13 @@ namespace vsock::core {
   X(udp_revokes_received)      \
   X(udp_ud_posts)              \
   X(udp_unreach_sent)          \
-  X(udp_unreach_received)
+  X(udp_unreach_received)      \
+  X(udp_mcast_joins)           \
+  X(udp_mcast_join_failures)   \
+  X(udp_mcast_leaves)          \
+  X(udp_mcast_sends)           \
+  X(udp_mcast_receives)        \
+  X(udp_mcast_drops_loop)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

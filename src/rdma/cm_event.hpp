@@ -64,6 +64,9 @@ struct CmEvent {
   rdma_cm_id* listen_id = nullptr;
   CmPrivateData private_data;
   CmUdParam ud;
+  // MULTICAST_JOIN and MULTICAST_ERROR only: the context the join was
+  // made with (rdma_join_multicast's `context`), which names the group.
+  const void* join_context = nullptr;
 };
 
 // "RDMA_CM_EVENT_ESTABLISHED" etc., for logs and test output.

@@ -47,7 +47,12 @@ CmEvent copy_event(const rdma_cm_event& event) {
   // for a REJECTED even on a UD id; both start with the same two fields,
   // the private data pointer and length).
   if (event.id != nullptr && event.id->qp_type == IBV_QPT_UD) {
-    copy_private_data(event.param.ud.private_data, event.param.ud.private_data_len, &out.private_data);
+    // For a multicast event librdmacm puts the join's context where the
+    // private data would be; the event carries no private data.
+    if (event.event == RDMA_CM_EVENT_MULTICAST_JOIN || event.event == RDMA_CM_EVENT_MULTICAST_ERROR)
+      out.join_context = event.param.ud.private_data;
+    else
+      copy_private_data(event.param.ud.private_data, event.param.ud.private_data_len, &out.private_data);
     if (event.event == RDMA_CM_EVENT_ESTABLISHED || event.event == RDMA_CM_EVENT_MULTICAST_JOIN) {
       out.ud.has = true;
       out.ud.ah_attr = event.param.ud.ah_attr;

@@ -8,6 +8,7 @@
 #include "core/config.hpp"
 #include "core/log.hpp"
 #include "sock/dgram/datagram_socket.hpp"
+#include "sock/dgram/multicast_offload.hpp"
 #include "sock/dgram/option_names.hpp"
 #include "sock/offload_rules.hpp"
 #include "sock/registry.hpp"
@@ -31,6 +32,13 @@ void collect(int, const SocketRef& ref) {
     if (seen == socket) return;  // dup'ed fds share it
   socket->retain();
   t_found->push_back(socket);
+}
+
+// The socket leaves UD: its multicast memberships over UD end with it (the
+// kernel's stay).
+void leave_ud(DatagramSocket* socket) {
+  socket->leave_ud();
+  if (MulticastOffload* multicast = MulticastOffload::running()) multicast->forget(socket->cookie());
 }
 
 std::vector<DatagramSocket*> all_sockets() {
@@ -58,10 +66,13 @@ void on_datagram_bound(int fd, SocketState* state) {
   sys::ReentryGuard guard;
   if (!rules_offload(core::Proto::kUdp, reinterpret_cast<sockaddr*>(&local), core::Role::kServer)) {
     state->kernel_reason.store(KernelReason::kRule);
-    socket->leave_ud();
+    leave_ud(socket);
     return;
   }
   socket->on_bound(fd, reinterpret_cast<sockaddr*>(&local), length);
+  if (!core::config().settings.udp_mcast_offload.empty() && !socket->kernel_only())
+    if (MulticastOffload* multicast = MulticastOffload::get())
+      multicast->bound(socket->cookie(), reinterpret_cast<sockaddr*>(&local), length);
 }
 
 void on_datagram_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t length) {
@@ -136,14 +147,14 @@ void on_datagram_option(int fd, SocketState* state, int level, int name) {
   } else if (is_datagram_unsupported_option(level, name)) {
     VSOCK_LOG(kDebug, "udp fd %d: option %d/%d set: the socket leaves UD", fd, level, name);
     state->kernel_reason.store(KernelReason::kOption);
-    socket->leave_ud();
+    leave_ud(socket);
   }
 }
 
 void leave_all_datagram_sockets() {
   sys::ReentryGuard guard;
   for (DatagramSocket* socket : all_sockets()) {
-    socket->leave_ud();
+    leave_ud(socket);
     socket->release();
   }
 }
@@ -152,7 +163,7 @@ void leave_datagram_fd(int fd) {
   SocketRef ref = lookup_socket(fd);
   if (DatagramSocket* socket = datagram_of(ref.get())) {
     sys::ReentryGuard guard;
-    socket->leave_ud();
+    leave_ud(socket);
   }
 }
 
@@ -169,6 +180,7 @@ void on_datagram_released(SocketState* state) {
   if (socket == nullptr) return;
   sys::ReentryGuard guard;
   socket->on_last_close();
+  if (MulticastOffload* multicast = MulticastOffload::running()) multicast->forget(socket->cookie());
   socket->release();
 }
 

@@ -23,6 +23,13 @@ void on_datagram_connected(int fd, SocketState* state, const sockaddr* peer, soc
 // socket leave UD.
 bool is_datagram_option(int level, int name);
 void on_datagram_option(int fd, SocketState* state, int level, int name);
+// The multicast options (memberships, source filters, IP_MULTICAST_LOOP,
+// _TTL, _IF, _ALL) setsockopt() set on the kernel socket: the socket stays
+// on UD; for groups in udp_mcast_offload the process joins over UD too
+// (multicast_offload.hpp). `value` is what the application passed.
+bool is_datagram_multicast_option(int level, int name);
+void on_datagram_multicast_option(int fd, SocketState* state, int level, int name, const void* value,
+                                  socklen_t length);
 // The socket goes to another process (fork, vfork, daemon, SCM_RIGHTS):
 // every socket / the one of `fd` leaves UD in this process.
 void leave_all_datagram_sockets();

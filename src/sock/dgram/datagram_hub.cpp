@@ -10,6 +10,7 @@
 #include "core/log.hpp"
 #include "core/stats.hpp"
 #include "sock/dgram/datagram_socket.hpp"
+#include "sock/dgram/multicast_offload.hpp"
 #include "sock/offload_rules.hpp"
 #include "sock/offload_policy.hpp"
 #include "sock/upgrade/upgrade_engine.hpp"
@@ -179,10 +180,6 @@ void DatagramHub::arrival(const UdArrival& arrival) {
     }
     return;
   }
-  if (header.flags & wire::kDatagramFlagMulticast) {
-    core::stat_add(core::Stat::udp_drops_malformed);  // not sent by this version
-    return;
-  }
   std::vector<uint8_t> whole;
   const uint8_t* payload = arrival.payload;
   size_t length = header.payload_length;
@@ -190,6 +187,16 @@ void DatagramHub::arrival(const UdArrival& arrival) {
     if (!reassemble(arrival, key, &whole)) return;
     payload = whole.data();
     length = whole.size();
+  }
+  if (header.flags & wire::kDatagramFlagMulticast) {
+    // The group and the port pick the sockets (multicast_offload.hpp).
+    // A process that never joined or sent to a group has no offload: such
+    // a message is no one's (a peer's made-up flag).
+    if (MulticastOffload* multicast = MulticastOffload::running())
+      multicast->arrival(*this, arrival, payload, length);
+    else
+      core::stat_add(core::Stat::udp_drops_malformed);
+    return;
   }
   DatagramSocket* socket = find_socket(header.destination_cookie);
   if (socket == nullptr) {

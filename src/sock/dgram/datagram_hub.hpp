@@ -83,6 +83,9 @@ class DatagramHub {
   void on_resolved(const ResolvedPath& path);
   void on_resolution_failed(const sockaddr* destination, socklen_t length);
 
+  // The attached socket with `cookie`, retained; null if none.
+  DatagramSocket* find_socket(uint64_t cookie);
+
  private:
   DatagramHub() = default;
   static void on_arrival(void* context, const UdArrival& arrival);
@@ -93,8 +96,6 @@ class DatagramHub {
   // Queues an UNREACH (or, for a socket that left UD but lives, a REVOKE)
   // for the arrival's sender; progress() sends it.
   void answer_unknown_cookie(const UdArrival& arrival);
-  // The attached socket with `cookie`, retained; null if none.
-  DatagramSocket* find_socket(uint64_t cookie);
   // The attached socket other than `except` that the kernel would give a
   // datagram from `from` to `port` (one connected to `from`, else an
   // unconnected one), retained; null if none. A scan: only for datagrams

@@ -370,6 +370,7 @@ void DatagramSocket::count_ud_sent(uint64_t datagrams, uint64_t bytes) {
 core::Result<size_t> DatagramSocket::send_message(int fd, const msghdr& msg, int flags) {
   using R = core::Result<size_t>;
   if (int error = take_pending_error()) return R::fail(error);
+  if (send_multicast_over_ud(fd, msg, flags)) return R::ok(total_length(msg));
   UdRoute route;
   // EAGAIN (every slot in flight) or a device error: the kernel takes it.
   if (route_over_ud(fd, msg, flags, &route)) {

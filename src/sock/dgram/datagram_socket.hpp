@@ -145,6 +145,10 @@ class DatagramSocket final : public ManagedSocket {
   // peer, has a path; nothing in it needs the kernel): then *route says
   // how. Starts a resolution for an unknown destination.
   bool route_over_ud(int fd, const msghdr& msg, int flags, UdRoute* route);
+  // Sends msg over UD when it goes to an IPv4 group in udp_mcast_offload
+  // and nothing in it needs the kernel; true if it went
+  // (datagram_socket_multicast.cpp, multicast_offload.hpp).
+  bool send_multicast_over_ud(int fd, const msghdr& msg, int flags);
   // Posts a segmented message's datagrams as one chain; false (nothing
   // sent) when they do not all fit now.
   bool send_segments(const UdRoute& route);

@@ -139,6 +139,11 @@ class UdEndpoint {
 
   UdEndpointCounters counters() const;
 
+  // The queue pair receives what is sent to the multicast group `gid`
+  // (`lid`: 0 on RoCE) / no longer does.
+  rdma::Status attach_multicast(const ibv_gid& gid, uint16_t lid) { return qp_.attach_multicast(gid, lid); }
+  rdma::Status detach_multicast(const ibv_gid& gid, uint16_t lid) { return qp_.detach_multicast(gid, lid); }
+
  private:
   UdEndpoint() = default;
   rdma::Status post_receives(const uint32_t* indexes, size_t count);
