@@ -142,10 +142,10 @@ void on_datagram_option(int fd, SocketState* state, int level, int name) {
   } else if (is_datagram_segment_option(level, name)) {
     socket->segment_size_changed(fd);  // each send is cut in datagrams of that size, over UD too
   } else if (is_datagram_send_shape_option(level, name)) {
-    VSOCK_LOG(kDebug, "udp fd %d: option %d/%d set: its datagrams are sent by the kernel", fd, level, name);
+    VSOCK_LOG(kDebug, "udp: option %d/%d set: its datagrams are sent by the kernel (fd %d)", level, name, fd);
     socket->send_through_kernel();
   } else if (is_datagram_unsupported_option(level, name)) {
-    VSOCK_LOG(kDebug, "udp fd %d: option %d/%d set: the socket leaves UD", fd, level, name);
+    VSOCK_LOG(kDebug, "udp: option %d/%d set: the socket leaves UD (fd %d)", level, name, fd);
     state->kernel_reason.store(KernelReason::kOption);
     leave_ud(socket);
   }
