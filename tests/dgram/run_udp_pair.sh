@@ -33,11 +33,13 @@ trap 'rm -rf "$work"' EXIT
 cd /tmp || exit 1
 counter=/sys/class/infiniband/${RXE_VM_DEVICE:-rxe0}/ports/1/hw_counters/sent_pkts
 
-# run NAME SERVER_PRELOAD CLIENT_PRELOAD WAIT [CLIENT_RULE]: one pair; sets
-# SECS. CLIENT_RULE: a rules line for the client, PORT replaced by the
-# server's port.
-run() {
-  local name=$1 server_lib=$2 client_lib=$3 wait=$4 rule=${5:-} port server status config=
+# echo_pair NAME SERVER_PRELOAD CLIENT_PRELOAD WAIT CLIENT_RULE MODE ARGS...:
+# a server that waits the WAIT way, and `udp_pair MODE ADDR PORT ARGS...`
+# (client or burst) against it; sets SECS. CLIENT_RULE: a rules line for
+# the client (or empty), PORT replaced by the server's port.
+echo_pair() {
+  local name=$1 server_lib=$2 client_lib=$3 wait=$4 rule=$5 mode=$6 port server status config=
+  shift 6
   env ${server_lib:+LD_PRELOAD=$server_lib} VSOCK_STATS=1 "$pair" server "$addr" "$wait" \
     >"$work/$name.server" 2>"$work/$name.server.err" &
   server=$!
@@ -47,7 +49,7 @@ run() {
     echo "${rule//PORT/$port}" >"$config"
   fi
   timeout 300 env ${client_lib:+LD_PRELOAD=$client_lib} ${config:+VSOCK_CONFIG=$config} VSOCK_STATS=1 \
-    "$pair" client "$addr" "$port" "$count" "$wait" \
+    "$pair" "$mode" "$addr" "$port" "$@" \
     >"$work/$name.client" 2>"$work/$name.client.err"
   status=$?
   ut_wait_pid "$server" 30 >/dev/null
@@ -55,6 +57,10 @@ run() {
   [ $status -eq 0 ] || ut_fail "$name: the client saw lost or wrong echoes (status $status)"
   SECS=$(sed -n 's/.* in \([0-9.]*\) s$/\1/p' "$work/$name.client")
 }
+
+# run NAME SERVER_PRELOAD CLIENT_PRELOAD WAIT [CLIENT_RULE]: COUNT echoes,
+# one at a time, both ends waiting the WAIT way.
+run() { echo_pair "$1" "$2" "$3" "$4" "${5:-}" client "$count" "$4"; }
 
 # sends NAME SIDE: "ud=N kernel=M" of that side's stats.
 sends() {
@@ -77,21 +83,9 @@ for wait in block poll epoll; do
   echo "MEASURED udp echo ($wait, both preloaded): $SECS s for $count datagrams"
 done
 
-# burst NAME SERVER_PRELOAD CLIENT_PRELOAD: rounds of sendmmsg bursts; sets SECS.
-burst() {
-  local name=$1 server_lib=$2 client_lib=$3 port server status
-  env ${server_lib:+LD_PRELOAD=$server_lib} VSOCK_STATS=1 "$pair" server "$addr" poll \
-    >"$work/$name.server" 2>"$work/$name.server.err" &
-  server=$!
-  port=$(ut_wait_line "$work/$name.server" '^READY ' 30 "$server") || ut_fail "$name: server did not start"
-  timeout 300 env ${client_lib:+LD_PRELOAD=$client_lib} VSOCK_STATS=1 "$pair" burst "$addr" "$port" "$rounds" 32 \
-    >"$work/$name.client" 2>"$work/$name.client.err"
-  status=$?
-  ut_wait_pid "$server" 30 >/dev/null
-  echo "$name: client: $(cat "$work/$name.client") | $(grep -h 'udp_pair:' "$work/$name.client.err" | head -3)"
-  [ $status -eq 0 ] || ut_fail "$name: the client saw lost or wrong echoes (status $status)"
-  SECS=$(sed -n 's/.* in \([0-9.]*\) s$/\1/p' "$work/$name.client")
-}
+# burst NAME SERVER_PRELOAD CLIENT_PRELOAD: rounds of sendmmsg bursts of 32
+# against a server in poll; sets SECS.
+burst() { echo_pair "$1" "$2" "$3" poll "" burst "$rounds" 32; }
 rounds=${VSOCK_UDP_BURST_ROUNDS:-100}
 burst both-burst "$preload" "$preload"
 echo "both-burst client: $(ut_stats "$work/both-burst.client.err" udp_ud_sends udp_ud_posts udp_kernel_sends udp_ud_receives udp_drops_budget)"

@@ -211,12 +211,12 @@ void DatagramHub::arrival(const UdArrival& arrival) {
   facts.hop_limit = arrival.grh.hop_limit;
   facts.traffic_class = arrival.grh.traffic_class;
   clock_gettime(CLOCK_REALTIME, &facts.received);
-  if (!socket->deliver(source, source_length, payload, length, facts)) {
+  if (!socket->deliver(source, source_length, key, payload, length, facts)) {
     // It names a socket connected to another peer: the kernel would give
     // it to the socket on that port that takes it (iperf3 -u --bidir: a
     // second socket on the port for the second stream).
     if (DatagramSocket* other = socket_for(header.destination_port, key, header.destination_cookie)) {
-      other->deliver(source, source_length, payload, length, facts);
+      other->deliver(source, source_length, key, payload, length, facts);
       other->release();
     }
   }

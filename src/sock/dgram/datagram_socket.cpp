@@ -212,8 +212,8 @@ int DatagramSocket::match(uint16_t port, const PathKey& from) {
   return from == peer_key_ ? 2 : 0;
 }
 
-bool DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_length, const uint8_t* payload,
-                             size_t length, const ArrivalFacts& arrival) {
+bool DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_length, const PathKey& from,
+                             const uint8_t* payload, size_t length, const ArrivalFacts& arrival) {
   ReceivedDatagram datagram;
   datagram.arrival = arrival;
   datagram.source_length = source_length;
@@ -233,8 +233,6 @@ bool DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_le
     return true;  // an IPv6 sender cannot reach an IPv4 socket
   }
   datagram.bytes.assign(payload, payload + length);
-  PathKey from;
-  if (!path_key_of(reinterpret_cast<const sockaddr*>(&source), source_length, &from)) return true;
   std::lock_guard<std::mutex> held(mu_);
   if (leaving_) return true;  // it left UD while this was on its way: lost, as UDP may
   // A connected socket hears only its peer, as the kernel's.

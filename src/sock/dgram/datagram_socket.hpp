@@ -100,8 +100,9 @@ class DatagramSocket final : public ManagedSocket {
   // False when the socket is connected to another peer than the source
   // (the kernel would have given the datagram to another socket on the
   // port, if any: the hub looks for it).
-  bool deliver(const sockaddr_storage& source, socklen_t source_length, const uint8_t* payload, size_t length,
-               const ArrivalFacts& arrival);
+  // `from` is the source's key (the hub has it already).
+  bool deliver(const sockaddr_storage& source, socklen_t source_length, const PathKey& from, const uint8_t* payload,
+               size_t length, const ArrivalFacts& arrival);
   // How well a datagram from `from` to `port` fits this socket, as the
   // kernel's socket lookup ranks it: 2 connected to `from`, 1 unconnected,
   // 0 not at all (another port, another peer, leaving).

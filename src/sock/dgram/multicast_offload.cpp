@@ -383,10 +383,12 @@ void MulticastOffload::deliver(DatagramHub& hub, uint32_t group, uint32_t source
   in->sin_family = AF_INET;
   in->sin_addr.s_addr = htonl(source);
   in->sin_port = htons(source_port);
+  PathKey key;
+  if (!path_key_of(reinterpret_cast<const sockaddr*>(&from), sizeof(sockaddr_in), &key)) return;
   for (uint64_t cookie : receivers) {
     DatagramSocket* socket = hub.find_socket(cookie);
     if (socket == nullptr) continue;  // not on UD (closed, left): the kernel's
-    socket->deliver(from, sizeof(sockaddr_in), payload, length, facts);
+    socket->deliver(from, sizeof(sockaddr_in), key, payload, length, facts);
     socket->release();
     core::stat_add(core::Stat::udp_mcast_receives);
   }
