@@ -57,8 +57,8 @@
 #   VSOCK_FAIR_ROWS          rows to run (default "sep-block one-block sep-epoll tput udp-lat udp-rate"; one-epoll
 #                            is left out to keep the main job short: ~10 s per run here)
 #   VSOCK_FAIR_PROFILE       VSOCK_PROFILE of the libvsock column (default: unset)
-#   VSOCK_FAIR_EXTRA         columns measured in the 64 B blocking rows only (sep-block,
-#                            one-block; default "libvsock:latency": libvsock with
+#   VSOCK_FAIR_EXTRA         columns measured in the 64 B blocking rows and udp-lat only (sep-block,
+#                            one-block, udp-lat; default "libvsock:latency": libvsock with
 #                            VSOCK_PROFILE=latency, whose 2 ms spin is the nearest thing to
 #                            busy-polling verbs)
 set -uo pipefail
@@ -373,8 +373,11 @@ for row in "${rows[@]}"; do
   fi
   row_columns=("${base_columns[@]}")
   # the extra columns: 64 B, blocking rows (in epoll rows they cost the most time)
+  # and the UDP ping-pong (its verbs column busy-polls: the latency profile's
+  # spin is the like-with-like column)
   with_extra=0
   ((counted)) && [[ "$row" == *-block ]] && with_extra=1
+  [ "$row" = udp-lat ] && with_extra=1
   ((with_extra)) && row_columns+=("${extra_columns[@]}")
   for c in "${row_columns[@]}"; do
     [ "$c" = verbs ] && continue

@@ -220,10 +220,11 @@ if has_row udp-lat; then
   echo
   echo "| column: wait style | p50 / p99 / p99.9 (µs) | run p50s: low–high (runs) | round trips |"
   echo "|---|---:|---:|---:|"
-  for c in "${columns[@]}"; do
+  for c in "${columns[@]}" "${extra_columns[@]}"; do
     grep -qE "^row=udp-lat col=$c " "$raw" || continue
     w=$(wait_label udp-lat "$c")
     [ "$c" = verbs ] || w="poll() then recv()"
+    [ "$c" = libvsock:latency ] && w="poll() then recv(), latency profile (2 ms spin)"
     echo "| $c: $w | $(lat_cell udp-lat "$c" 64) | $(spread udp-lat "$c" 64) | $(nsamples udp-lat "$c" 64) |"
   done
   echo
@@ -291,10 +292,15 @@ if has libvsock && has verbs && has_row tput; then
   done
 fi
 if has libvsock && has verbs && has_row udp-lat; then
-  a=$(p50 udp-lat libvsock 64) b=$(p50 udp-lat verbs 64)
-  echo "| libvsock / raw UD verbs, UDP p50 64 B | separate vCPUs; poll() vs busy-poll | $a µs | $b µs | $(mark "$(ratio "$a" "$b")" "<=1.2") | $(per_round udp-lat libvsock verbs 64) | ≤ 1.2 (issue 11) |"
-  a=$(p99 udp-lat libvsock 64) b=$(p99 udp-lat verbs 64)
-  echo "| libvsock / raw UD verbs, UDP p99 64 B | separate vCPUs; poll() vs busy-poll | $a µs | $b µs | $(ratio "$a" "$b") | | |"
+  for l in libvsock "${extra_columns[@]}"; do
+    [[ "$l" == libvsock* ]] && grep -qE "^row=udp-lat col=$l " "$raw" || continue
+    how="poll() vs busy-poll"
+    [ "$l" = libvsock:latency ] && how="poll() spinning (latency profile) vs busy-poll"
+    a=$(p50 udp-lat "$l" 64) b=$(p50 udp-lat verbs 64)
+    echo "| $l / raw UD verbs, UDP p50 64 B | separate vCPUs; $how | $a µs | $b µs | $(mark "$(ratio "$a" "$b")" "<=1.2") | $(per_round udp-lat "$l" verbs 64) | ≤ 1.2 (issue 11) |"
+    a=$(p99 udp-lat "$l" 64) b=$(p99 udp-lat verbs 64)
+    echo "| $l / raw UD verbs, UDP p99 64 B | separate vCPUs; $how | $a µs | $b µs | $(ratio "$a" "$b") | | |"
+  done
 fi
 if has libvsock && has kernel && has_row udp-lat; then
   a=$(p50 udp-lat libvsock 64) b=$(p50 udp-lat kernel 64)

@@ -63,6 +63,9 @@ class CompletionQueue {
   // never the interposed poll), then drains. Returns the number of events,
   // 0 on timeout; EINTR is passed up so signals behave as in the kernel.
   core::Result<int> wait_event(int timeout_ms);
+  // Whether an event may be pending (arm() called since the channel was
+  // last found empty).
+  bool maybe_event() const { return maybe_event_; }
 
  private:
   void reset();

@@ -22,6 +22,15 @@
 
 namespace vsock::sock {
 
+// Which look of a wait a poll_events() call is: a look during the spin may
+// leave out what costs a system call (a socket's kernel side that has been
+// quiet), the spin's last look and every look after it may not.
+enum class Look {
+  kFull,        // no spin (a zero timeout), the spin's last look, after a sleep
+  kCheckpoint,  // a spin look on which the engine also asks the kernel about its fds
+  kSpin,        // any other spin look
+};
+
 class ManagedSocket {
  public:
   // Once true, every call on the fd goes straight to the kernel (the socket
@@ -65,8 +74,10 @@ class ManagedSocket {
   virtual bool take_so_error(int fd, int* error) = 0;
 
   // poll()-style readiness for `events` (POLLIN, POLLOUT, POLLRDHUP;
-  // POLLHUP and POLLERR always), from every path the socket has.
-  virtual short poll_events(int fd, short events) = 0;
+  // POLLHUP and POLLERR always), from every path the socket has. A look
+  // other than kFull may leave a path out (see Look); a socket that
+  // reports nothing must have asked every path on a kFull look.
+  virtual short poll_events(int fd, short events, Look look) = 0;
   // Fills `out` (at most kMaxWakeFds) with what a sleeper must watch to
   // learn that poll_events() may have changed, arming what must be armed.
   // Returns the count; *slice_ms: how long to sleep at most before looking

@@ -123,10 +123,12 @@ int DatagramHub::progress() {
   int taken = endpoint_->poll(&DatagramHub::on_arrival, this, kProgressBatch);
   // Answers to unknown cookies are sent here, after the poll: the endpoint's lock is held
   // while arrivals are handled, and a send takes it too.
+  if (!controls_pending_.load(std::memory_order_acquire)) return taken;
   std::vector<PendingControl> controls;
   {
     std::lock_guard<std::mutex> held(controls_mu_);
     controls.swap(controls_);
+    controls_pending_.store(false, std::memory_order_release);
   }
   for (const PendingControl& c : controls)
     if (endpoint_->send(c.ah, c.qpn, c.header, nullptr, 0))
@@ -140,8 +142,11 @@ void DatagramHub::on_arrival(void* context, const UdArrival& arrival) {
 }
 
 bool DatagramHub::learn_path(const PathKey& key, const sockaddr* source, const UdArrival& arrival, UdPath* path) {
-  if (!paths_.needs_learning(key, arrival.source_qpn, arrival.header.source_cookie)) {
-    return paths_.find(key, core::monotonic_ms(), path) == PathLookup::kResolved;
+  UdPath known;
+  if (!paths_.needs_learning(key, arrival.source_qpn, arrival.header.source_cookie, &known)) {
+    if (known.ah == nullptr) return false;  // no room to learn it
+    *path = known;
+    return true;
   }
   // Replies to a destination that a rule keeps on the kernel go there.
   if (!rules_offload(core::Proto::kUdp, source, core::Role::kClient)) return false;
@@ -210,12 +215,14 @@ void DatagramHub::arrival(const UdArrival& arrival) {
   facts.destination = arrival.grh.destination;
   facts.hop_limit = arrival.grh.hop_limit;
   facts.traffic_class = arrival.grh.traffic_class;
-  clock_gettime(CLOCK_REALTIME, &facts.received);
+  // The clock is read only for a socket that asked for timestamps.
+  if (socket->wants_timestamps()) clock_gettime(CLOCK_REALTIME, &facts.received);
   if (!socket->deliver(source, source_length, key, payload, length, facts)) {
     // It names a socket connected to another peer: the kernel would give
     // it to the socket on that port that takes it (iperf3 -u --bidir: a
     // second socket on the port for the second stream).
     if (DatagramSocket* other = socket_for(header.destination_port, key, header.destination_cookie)) {
+      if (other->wants_timestamps()) clock_gettime(CLOCK_REALTIME, &facts.received);
       other->deliver(source, source_length, key, payload, length, facts);
       other->release();
     }
@@ -295,6 +302,7 @@ void DatagramHub::answer_unknown_cookie(const UdArrival& arrival) {
   answer.payload_length = 0;
   std::lock_guard<std::mutex> held(controls_mu_);
   if (controls_.size() < kMaxPendingControls) controls_.push_back(PendingControl{back.ah, back.qpn, answer});
+  controls_pending_.store(true, std::memory_order_release);
 }
 
 void DatagramHub::revoke_peers(uint64_t cookie, uint16_t port, const std::vector<PathKey>& peers) {

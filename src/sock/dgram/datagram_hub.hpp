@@ -123,6 +123,8 @@ class DatagramHub {
   static constexpr size_t kMaxPendingControls = 64;
   std::mutex controls_mu_;
   std::vector<PendingControl> controls_;
+  // controls_ is not empty: progress() takes controls_mu_ only then.
+  std::atomic<bool> controls_pending_{false};
   std::mutex sockets_mu_;
   std::map<uint64_t, DatagramSocket*> sockets_;
   // Cookies of sockets that left UD and are still open (bounded: past it,

@@ -361,8 +361,7 @@ bool DatagramSocket::send_segments(const UdRoute& route) {
 void DatagramSocket::count_ud_sent(uint64_t datagrams, uint64_t bytes) {
   core::stat_add(core::Stat::udp_ud_sends, datagrams);
   core::stat_add(core::Stat::udp_ud_bytes_sent, bytes);
-  std::lock_guard<std::mutex> held(mu_);
-  ud_bytes_sent_ += bytes;
+  ud_bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
 }
 
 core::Result<size_t> DatagramSocket::send_message(int fd, const msghdr& msg, int flags) {
@@ -442,7 +441,7 @@ core::Result<unsigned> DatagramSocket::send_messages(int fd, mmsghdr* msgs, unsi
 
 size_t DatagramSocket::take_queued(int fd, msghdr& msg, int flags) {
   const ReceivedDatagram& front = queue_.front();
-  const ArrivalFacts arrival = front.arrival;
+  ArrivalFacts arrival = front.arrival;
   ReceiverFacts receiver;
   receiver.domain = domain_;
   receiver.local_port = port_;
@@ -452,13 +451,17 @@ size_t DatagramSocket::take_queued(int fd, msghdr& msg, int flags) {
     if (receive_options_.ip_pktinfo || receive_options_.v6_pktinfo)
       receiver.interface_index = interface_index_of(arrival.destination);
     if (receive_options_.rxq_ovfl) receiver.drops += kernel_drops(fd);
+    // Queued before timestamps were asked for: stamped now, as the kernel
+    // stamps an skb that came without one.
+    if (receive_options_.timestamp && arrival.received.tv_sec == 0 && arrival.received.tv_nsec == 0)
+      clock_gettime(CLOCK_REALTIME, &arrival.received);
     write_receive_controls(msg, receive_options_, arrival, receiver);
   } else {
     msg.msg_controllen = 0;
   }
   queued_.store(queue_.count(), std::memory_order_release);
   if (queue_.empty() && leaving_) kernel_only_.store(true, std::memory_order_release);
-  if (!(flags & MSG_PEEK)) prefer_kernel_ = true;
+  if (!(flags & MSG_PEEK)) turns_.took_from_ud();
   return n;
 }
 
@@ -487,6 +490,7 @@ void DatagramSocket::receive_options_changed(int fd) {
   }
   std::lock_guard<std::mutex> held(mu_);
   receive_options_ = options;
+  wants_timestamps_.store(options.timestamp, std::memory_order_relaxed);
 }
 
 void DatagramSocket::segment_size_changed(int fd) {
@@ -516,15 +520,15 @@ core::Result<bool> DatagramSocket::wait_readable(int fd, int64_t deadline_ms) {
   }
   // The spin: the UD queue on every look, the kernel socket now and then.
   SpinBudget spin(core::config().settings.spin_us, deadline_ms < 0 ? -1 : deadline_ms * 1000);
+  pollfd kernel{fd, POLLIN, 0};
+  const timespec now{0, 0};
   if (hub != nullptr) {
     do {
       hub->progress();
       if (queued_.load(std::memory_order_acquire) > 0) return R::ok(true);
-      if (spin.checkpoint()) {
-        pollfd kernel{fd, POLLIN, 0};
-        const timespec now{0, 0};
-        if (sys::real().ppoll(&kernel, 1, &now, nullptr) > 0) return R::ok(true);
-      }
+      if (spin.checkpoint() && asks_kernel(POLLIN, Look::kCheckpoint, false) &&
+          sys::real().ppoll(&kernel, 1, &now, nullptr) > 0)
+        return R::ok(true);
     } while (spin.next());
     hub->endpoint().arm();
     if (hub->progress() > 0 || queued_.load(std::memory_order_acquire) > 0) return R::ok(true);
@@ -533,7 +537,11 @@ core::Result<bool> DatagramSocket::wait_readable(int fd, int64_t deadline_ms) {
   int slice = kSleepSliceMs;
   if (deadline_ms >= 0) {
     int64_t left = deadline_ms - core::monotonic_ms();
-    if (left <= 0) return R::fail(EAGAIN);
+    if (left <= 0) {
+      // The spin may have left a quiet kernel socket out: it has the last word.
+      if (sys::real().ppoll(&kernel, 1, &now, nullptr) > 0) return R::ok(true);
+      return R::fail(EAGAIN);
+    }
     if (left < slice) slice = static_cast<int>(left);
   }
   core::stat_add(core::Stat::wait_sleeps);
@@ -565,15 +573,15 @@ core::Result<size_t> DatagramSocket::receive_message(int fd, msghdr& msg, int fl
     if (hub != nullptr && queued_.load(std::memory_order_relaxed) == 0) hub->progress();
     {
       std::lock_guard<std::mutex> held(mu_);
-      // Take turns: after a datagram from the UD queue, the kernel's first.
-      if (!queue_.empty() && !prefer_kernel_) return R::ok(take_queued(fd, msg, flags));
+      // The two queues take turns (kernel_turns.hpp).
+      if (!queue_.empty() && !turns_.kernel_first()) return R::ok(take_queued(fd, msg, flags));
     }
     // msg_controllen is the caller's room; the kernel's call may shrink it.
     const size_t control_room = msg.msg_controllen;
     ssize_t n = sys::real().recvmsg(fd, &msg, kernel_flags);
     if (n >= 0) {
       std::lock_guard<std::mutex> held(mu_);
-      if (!(flags & MSG_PEEK)) prefer_kernel_ = false;
+      if (!(flags & MSG_PEEK)) turns_.took_from_kernel();
       count_kernel_receive(n);
       return R::ok(static_cast<size_t>(n));
     }
@@ -581,7 +589,6 @@ core::Result<size_t> DatagramSocket::receive_message(int fd, msghdr& msg, int fl
     msg.msg_controllen = control_room;
     {
       std::lock_guard<std::mutex> held(mu_);
-      prefer_kernel_ = false;
       if (!queue_.empty()) return R::ok(take_queued(fd, msg, flags));
     }
     if (nonblocking) {
@@ -604,7 +611,7 @@ DatagramSocket::Snapshot DatagramSocket::snapshot() {
   Snapshot s;
   s.on_ud = hub_ != nullptr;
   s.left_ud = leaving_;
-  s.ud_bytes_sent = ud_bytes_sent_;
+  s.ud_bytes_sent = ud_bytes_sent_.load(std::memory_order_relaxed);
   s.ud_bytes_received = ud_bytes_received_;
   s.queued = queue_.count();
   return s;
@@ -635,19 +642,34 @@ bool DatagramSocket::take_so_error(int, int* error) {
   return true;
 }
 
-short DatagramSocket::poll_events(int fd, short events) {
+bool DatagramSocket::asks_kernel(short events, Look look, bool ud_readable) {
+  // Writability, urgent data...: only the kernel socket knows.
+  if (events & ~(POLLIN | POLLRDNORM)) return true;
+  // Readable already: the receive gives the kernel its turn.
+  if (ud_readable) return false;
+  if (look == Look::kFull) return true;
+  if (look == Look::kSpin) return false;
+  std::lock_guard<std::mutex> held(mu_);
+  return turns_.kernel_active();
+}
+
+short DatagramSocket::poll_events(int fd, short events, Look look) {
   if (DatagramHub* hub = DatagramHub::running()) {
     hub->endpoint().drain_events();  // what a sleeper woke for (no system call if nothing armed)
     hub->progress();
   }
-  pollfd kernel{fd, events, 0};
-  const timespec now{0, 0};
-  short revents = sys::real().ppoll(&kernel, 1, &now, nullptr) > 0 ? kernel.revents : 0;
-  if ((events & POLLIN) && (revents & POLLIN))
-    note_kernel_queue(fd);
-  else if (events & POLLIN)
-    kernel_queue_bytes_.store(0, std::memory_order_release);  // drained: the next one is new
-  if ((events & POLLIN) && queued_.load(std::memory_order_acquire) > 0) revents |= (events & (POLLIN | POLLRDNORM));
+  const bool ud_readable = (events & POLLIN) && queued_.load(std::memory_order_acquire) > 0;
+  short revents = 0;
+  if (asks_kernel(events, look, ud_readable)) {
+    pollfd kernel{fd, events, 0};
+    const timespec now{0, 0};
+    revents = sys::real().ppoll(&kernel, 1, &now, nullptr) > 0 ? kernel.revents : 0;
+    if ((events & POLLIN) && (revents & POLLIN))
+      note_kernel_queue(fd);
+    else if (events & POLLIN)
+      kernel_queue_bytes_.store(0, std::memory_order_release);  // drained: the next one is new
+  }
+  if (ud_readable) revents |= (events & (POLLIN | POLLRDNORM));
   if (pending_error_.load(std::memory_order_acquire) != 0) revents |= POLLERR;
   return revents;
 }

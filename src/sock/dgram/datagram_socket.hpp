@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "sock/blocking_mode.hpp"
+#include "sock/dgram/kernel_turns.hpp"
 #include "sock/dgram/path_cache.hpp"
 #include "sock/dgram/receive_controls.hpp"
 #include "sock/dgram/receive_queue.hpp"
@@ -66,6 +67,8 @@ class DatagramSocket final : public ManagedSocket {
   // An option that asks for control messages on receive was set: read
   // again which ones the kernel socket has on (UD datagrams get the same).
   void receive_options_changed(int fd);
+  // SO_TIMESTAMP(NS) is on: arrivals for it read the clock.
+  bool wants_timestamps() const { return wants_timestamps_.load(std::memory_order_relaxed); }
   // An option that shapes what is sent (IP_TOS, IP_TTL, ...) was set: the
   // UD path's address handles cannot carry it, so the socket's datagrams
   // go through the kernel from now on (it still receives over UD).
@@ -116,7 +119,7 @@ class DatagramSocket final : public ManagedSocket {
   core::Result<bool> shutdown(int fd, int how) override;
   core::Result<int> readable_bytes(int fd) override;
   bool take_so_error(int fd, int* error) override;
-  short poll_events(int fd, short events) override;
+  short poll_events(int fd, short events, Look look) override;
   int wake_fds(int fd, short events, pollfd* out, int* slice_ms) override;
   uint64_t activity() override { return activity_.load(std::memory_order_acquire); }
   void file_flags_changed() override { blocking_.file_flags_changed(); }
@@ -189,11 +192,15 @@ class DatagramSocket final : public ManagedSocket {
   // poll_events() found the kernel socket readable: a grown receive queue
   // is a new datagram (activity).
   void note_kernel_queue(int fd);
+  // Whether a look of a wait for `events` (UD readable or not) asks the
+  // kernel socket (KernelTurns says when it may be left out).
+  bool asks_kernel(short events, Look look, bool ud_readable);
 
   std::atomic<uint32_t> refs_{1};
   std::atomic<bool> kernel_only_{false};
   std::atomic<bool> send_through_kernel_{false};
   std::atomic<uint16_t> segment_size_{0};  // the socket's UDP_SEGMENT option
+  std::atomic<bool> wants_timestamps_{false};
   std::atomic<uint64_t> activity_{0};
   // Datagrams waiting in the UD queue (read without the lock by waits).
   std::atomic<size_t> queued_{0};
@@ -211,9 +218,9 @@ class DatagramSocket final : public ManagedSocket {
   sockaddr_storage peer_{};
   socklen_t peer_length_ = 0;
   uint32_t next_datagram_id_ = 1;
-  uint64_t ud_bytes_sent_ = 0;
+  std::atomic<uint64_t> ud_bytes_sent_{0};  // counted without the lock (every send)
   uint64_t ud_bytes_received_ = 0;
-  bool prefer_kernel_ = false;  // the last receive came from the UD queue
+  KernelTurns turns_;  // when the kernel socket is asked besides the UD queue
   ReceiveOptions receive_options_;
   // The peers told when the socket leaves UD (REVOKE), at most kMaxPeers:
   // those beyond learn it from an UNREACH at their next datagram.

@@ -115,12 +115,14 @@ void PathCache::failed(const PathKey& key, int64_t now_ms) {
   entry.failed_ms = now_ms;
 }
 
-bool PathCache::needs_learning(const PathKey& key, uint32_t qpn, uint64_t cookie) {
+bool PathCache::needs_learning(const PathKey& key, uint32_t qpn, uint64_t cookie, UdPath* known) {
   std::lock_guard<std::mutex> held(mu_);
   auto it = entries_.find(key);
   if (it != entries_.end() && it->second.state == PathLookup::kResolved && it->second.path.qpn == qpn &&
-      it->second.path.cookie == cookie)
+      it->second.path.cookie == cookie) {
+    if (known != nullptr) *known = it->second.path;
     return false;
+  }
   return it != entries_.end() || entries_.size() < kMaxEntries;
 }
 

@@ -78,8 +78,8 @@ class PathCache {
   // A datagram from `key` came over UD from (qpn, cookie): true if the
   // path back is new or changed, and the caller should make a handle for
   // it and call resolved(). Known paths are left alone (no handle is made
-  // per datagram).
-  bool needs_learning(const PathKey& key, uint32_t qpn, uint64_t cookie);
+  // per datagram); false for a path it knows fills *known, if given.
+  bool needs_learning(const PathKey& key, uint32_t qpn, uint64_t cookie, UdPath* known = nullptr);
   // The socket `cookie` at `key` is gone: forget its path (if it is that
   // socket's).
   void revoke(const PathKey& key, uint64_t cookie);

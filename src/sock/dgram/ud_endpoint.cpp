@@ -306,17 +306,24 @@ int UdEndpoint::poll(ArrivalHandler handler, void* context, int max) {
 
 rdma::Status UdEndpoint::arm() {
   std::lock_guard<std::mutex> lock(mu_);
-  return receive_cq_.arm();
+  rdma::Status armed = receive_cq_.arm();
+  maybe_event_.store(receive_cq_.maybe_event(), std::memory_order_release);
+  return armed;
 }
 
 void UdEndpoint::drain_events() {
+  // A stale false only leaves an event for the next sleeper, which arms
+  // first and so wakes at once and drains it (completion_queue.hpp).
+  if (!maybe_event_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(mu_);
   receive_cq_.drain_events();
+  maybe_event_.store(receive_cq_.maybe_event(), std::memory_order_release);
 }
 
 void UdEndpoint::take_event() {
   std::lock_guard<std::mutex> lock(mu_);
   receive_cq_.take_event();
+  maybe_event_.store(receive_cq_.maybe_event(), std::memory_order_release);
 }
 
 UdEndpointCounters UdEndpoint::counters() const {

@@ -26,6 +26,7 @@
 #include <infiniband/verbs.h>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -159,6 +160,9 @@ class UdEndpoint {
   uint8_t* receive_buffer(uint32_t index) const { return receive_pool_.data() + size_t{index} * receive_stride_; }
 
   mutable std::mutex mu_;
+  // The receive CQ's maybe_event(), readable without the lock: a look
+  // that finds it false skips drain_events() (and its lock) altogether.
+  std::atomic<bool> maybe_event_{false};
   uint8_t port_ = 0;
   size_t mtu_bytes_ = 0;
   size_t receive_stride_ = 0;

@@ -89,8 +89,9 @@ class StreamSocket final : public ManagedSocket {
   core::Result<bool> shutdown(int fd, int how) override;
   core::Result<int> readable_bytes(int fd) override;  // FIONREAD
   // poll()-style readiness for `events` (POLLIN, POLLOUT, POLLRDHUP; POLLHUP
-  // and POLLERR always): progresses the channel first.
-  short poll_events(int fd, short events) override;
+  // and POLLERR always): progresses the channel first. Every look asks the
+  // kernel socket while TCP still matters to it (`look` is not used).
+  short poll_events(int fd, short events, Look look) override;
   // Fills `out` (at most 3 entries) with what a sleeper must watch to learn
   // that poll_events() may have changed; arms the channel. Returns the
   // count, and in *slice_ms how long to sleep at most before looking again

@@ -379,7 +379,7 @@ bool StreamSocket::ring_readable() const {
          channel_->peer_finished() || channel_->error() != 0;
 }
 
-short StreamSocket::poll_events(int fd, short events) {
+short StreamSocket::poll_events(int fd, short events, Look) {
   claim_if_awaited(fd);
   std::unique_lock<std::mutex> held = lock_call();
   last_fd_ = fd;

@@ -189,6 +189,9 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
     if (due.empty() && inner.empty()) return kernel_wait(*view, events, max, timeout, deadline, mask);
     // The nested sets' eventfds now say whether they are ready.
     for (const std::shared_ptr<EpollView>& p : inner) observe_view(*p, nullptr);
+    const Look look = !spinning || wait_expired(deadline) ? Look::kFull
+                      : spin.checkpoint()                 ? Look::kCheckpoint
+                                                          : Look::kSpin;
     int n = 0;
     // Each call starts one entry further on, so that with a small `max` a
     // socket that stays ready does not hide the others (the kernel's ready
@@ -201,7 +204,7 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
       if (it == view->entries.end() || it->second.disabled) continue;
       EpollEntry& entry = it->second;
       uint32_t ready = 0;
-      uint32_t report = entry_report(entry, d.socket, d.fd, &ready);
+      uint32_t report = entry_report(entry, d.socket, d.fd, &ready, look);
       if (entry.event.events & EPOLLET) entry.reported = ready;
       if (report == 0) continue;
       events[n].events = report;
@@ -210,12 +213,18 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
       if (entry.event.events & EPOLLONESHOT) entry.disabled = true;
     }
     // The kernel's own fds: on the first look, then every few (a system
-    // call each time), and always once the spin ends (the sleep).
-    if (n < max && (!spinning || spin.checkpoint())) {
+    // call each time), always on the last look (full) and once the spin
+    // ends (the sleep).
+    if (n < max && look != Look::kSpin) {
       int kernel = sys::real().epoll_wait(epfd, events + n, max - n, 0);
       if (kernel > 0) n += drop_marker_events(*view, events + n, kernel);
     }
-    if (n > 0 || wait_expired(deadline)) return n;
+    if (n > 0) return n;
+    if (wait_expired(deadline)) {
+      if (look == Look::kFull) return 0;
+      spinning = false;  // one full look before giving up
+      continue;
+    }
     if (spinning && (spinning = spin.next())) continue;
 
     // Sleep on the kernel's set (its own fds, the nested sets, this set's

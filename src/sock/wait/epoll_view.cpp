@@ -36,7 +36,7 @@ bool observe_at(EpollView& view, SleepSet* sleep, int depth) {
     uint64_t activity = 0;
     for (const DueEntry& d : due) {
       uint32_t now_ready = 0;
-      if (entry_report(view.entries[d.key], d.socket, d.fd, &now_ready) != 0) ready = true;
+      if (entry_report(view.entries[d.key], d.socket, d.fd, &now_ready, Look::kFull) != 0) ready = true;
       if (d.socket != nullptr) activity += d.socket->activity();
     }
     set_signal(view, ready, activity, true);
@@ -132,11 +132,11 @@ uint32_t epoll_bits(short poll_events) {
   return bits;
 }
 
-uint32_t entry_report(EpollEntry& entry, ManagedSocket* socket, int fd, uint32_t* ready_out) {
+uint32_t entry_report(EpollEntry& entry, ManagedSocket* socket, int fd, uint32_t* ready_out, Look look) {
   uint32_t wanted = entry.event.events;
   pollfd kernel{fd, poll_bits(wanted), 0};
   const timespec now{0, 0};
-  short revents = socket != nullptr                                   ? socket->poll_events(fd, kernel.events)
+  short revents = socket != nullptr                                   ? socket->poll_events(fd, kernel.events, look)
                   : sys::real().ppoll(&kernel, 1, &now, nullptr) > 0 ? kernel.revents
                                                                       : 0;
   uint32_t ready = epoll_bits(revents) & (wanted | EPOLLERR | EPOLLHUP);

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <vector>
 
+#include "sock/managed_socket.hpp"
 #include "sock/registry.hpp"
 
 namespace vsock::sock {
@@ -87,9 +88,9 @@ uint32_t epoll_bits(short poll_events);
 // What the entry would report now, as epoll_wait would, without changing
 // what it has reported (an edge-triggered entry's new activity does reset
 // it, as epoll_wait's next look would); *ready: all the events that are
-// ready. Under the view's lock; `stream` is the entry's upgraded socket
-// (null: the kernel's readiness of `fd`).
-uint32_t entry_report(EpollEntry& entry, ManagedSocket* socket, int fd, uint32_t* ready);
+// ready. Under the view's lock; `socket` is the entry's upgraded socket
+// (null: the kernel's readiness of `fd`), looked at as `look` says.
+uint32_t entry_report(EpollEntry& entry, ManagedSocket* socket, int fd, uint32_t* ready, Look look);
 
 // An entry due for a look (key: in view.entries): an upgraded socket, or
 // an orphan the kernel's set no longer holds (stream null if the kernel

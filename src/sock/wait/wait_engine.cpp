@@ -18,6 +18,10 @@
 namespace vsock::sock {
 namespace {
 
+// Sets of at most this many entries, all of them upgraded sockets, are
+// not handed to the kernel just to check nfds against RLIMIT_NOFILE.
+constexpr nfds_t kUncheckedSetSize = 64;
+
 struct Managed {
   size_t index;
   SocketRef ref;
@@ -55,6 +59,12 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
   // ppoll skips (what wakes them comes from add_socket()).
   std::vector<pollfd> kernel(fds, fds + count);
   for (const Managed& m : managed) kernel[m.index].fd = -1;
+  // Whether ppoll is called at all: for the fds left to the kernel; else
+  // only for the sigmask, and on the first look of a set big enough that
+  // it may exceed RLIMIT_NOFILE (the kernel's EINVAL; a smaller set is not
+  // checked, see docs/compatibility.md).
+  bool kernel_fds = count > kUncheckedSetSize;
+  for (const pollfd& p : kernel) kernel_fds |= p.fd >= 0;
   SleepSet sleep_set;
   for (;;) {
     // A socket closed (or its number reused) by another thread meanwhile:
@@ -65,6 +75,7 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
         continue;
       }
       kernel[it->index].fd = fds[it->index].fd;
+      kernel_fds = true;
       it = managed.erase(it);
     }
     // The managed sockets, from the library; then the kernel's fds without
@@ -72,16 +83,20 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
     // signal it unblocks ends even a zero-timeout call with EINTR, as the
     // kernel's ppoll. The kernel is asked on the first look and then every
     // few looks of the spin (a system call each time; the sleep watches
-    // its fds too).
+    // its fds too), and always on the last look before the call returns
+    // (a full look: no socket leaves a path out).
+    const Look look = !spinning || wait_expired(deadline) ? Look::kFull
+                      : spin.checkpoint()                 ? Look::kCheckpoint
+                                                          : Look::kSpin;
     int ready = 0;
     for (nfds_t i = 0; i < count; ++i) kernel[i].revents = 0;
     for (const Managed& m : managed) {
-      fds[m.index].revents = m.socket->poll_events(fds[m.index].fd, fds[m.index].events);
+      fds[m.index].revents = m.socket->poll_events(fds[m.index].fd, fds[m.index].events, look);
       ready += fds[m.index].revents != 0;
     }
     for (const std::shared_ptr<EpollView>& view : views) observe_view(*view, nullptr);
     int rc = 0;
-    if (!spinning || spin.checkpoint()) {
+    if (look != Look::kSpin && (kernel_fds || (ready == 0 && mask != nullptr))) {
       const timespec now{0, 0};
       rc = sys::real().ppoll(kernel.data(), count, &now, ready > 0 ? nullptr : mask);
       if (rc < 0) return -1;
@@ -91,7 +106,12 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
       fds[i].revents = kernel[i].revents;
       ready += fds[i].revents != 0;
     }
-    if (ready > 0 || wait_expired(deadline)) return ready;
+    if (ready > 0) return ready;
+    if (wait_expired(deadline)) {
+      if (look == Look::kFull) return 0;
+      spinning = false;  // one full look before giving up
+      continue;
+    }
     if (spinning && (spinning = spin.next())) continue;
 
     // Sleep on everything that can change the answer.

@@ -1,36 +1,47 @@
 // Big-endian loads and stores for the wire messages (docs/protocol.md: all
-// integers on the wire are big-endian). Byte by byte, so they need no
-// alignment and behave the same on any host.
+// integers on the wire are big-endian). Through memcpy, so they need no
+// alignment, and the byte swap of <endian.h>, so they behave the same on
+// any host (one load and one bswap each, where a byte loop was eight
+// loads and shifts: these run for every message).
 #pragma once
+#include <endian.h>
+
 #include <cstdint>
+#include <cstring>
 
 namespace vsock::sock::wire {
 
 inline void store_be16(uint8_t* out, uint16_t value) {
-  out[0] = static_cast<uint8_t>(value >> 8);
-  out[1] = static_cast<uint8_t>(value);
+  value = htobe16(value);
+  std::memcpy(out, &value, sizeof value);
 }
 
 inline void store_be32(uint8_t* out, uint32_t value) {
-  for (int i = 0; i < 4; ++i) out[i] = static_cast<uint8_t>(value >> (24 - 8 * i));
+  value = htobe32(value);
+  std::memcpy(out, &value, sizeof value);
 }
 
 inline void store_be64(uint8_t* out, uint64_t value) {
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(value >> (56 - 8 * i));
+  value = htobe64(value);
+  std::memcpy(out, &value, sizeof value);
 }
 
-inline uint16_t load_be16(const uint8_t* in) { return static_cast<uint16_t>(in[0] << 8 | in[1]); }
+inline uint16_t load_be16(const uint8_t* in) {
+  uint16_t value;
+  std::memcpy(&value, in, sizeof value);
+  return be16toh(value);
+}
 
 inline uint32_t load_be32(const uint8_t* in) {
-  uint32_t value = 0;
-  for (int i = 0; i < 4; ++i) value = value << 8 | in[i];
-  return value;
+  uint32_t value;
+  std::memcpy(&value, in, sizeof value);
+  return be32toh(value);
 }
 
 inline uint64_t load_be64(const uint8_t* in) {
-  uint64_t value = 0;
-  for (int i = 0; i < 8; ++i) value = value << 8 | in[i];
-  return value;
+  uint64_t value;
+  std::memcpy(&value, in, sizeof value);
+  return be64toh(value);
 }
 
 // True if the `len` bytes at `in` are all zero (reserved fields, padding).
