@@ -11,12 +11,19 @@ bool ReceiveQueue::push(ReceivedDatagram&& datagram) {
   }
   charged_ += charge_of(datagram);
   datagram.drops_before = static_cast<uint32_t>(drops_);
-  queue_.push_back(std::move(datagram));
+  if (count_ == ring_.size()) {
+    std::vector<ReceivedDatagram> bigger(ring_.empty() ? 8 : ring_.size() * 2);
+    for (size_t i = 0; i < count_; ++i) bigger[i] = std::move(ring_[(head_ + i) % ring_.size()]);
+    ring_.swap(bigger);
+    head_ = 0;
+  }
+  ring_[(head_ + count_) % ring_.size()] = std::move(datagram);
+  ++count_;
   return true;
 }
 
 size_t ReceiveQueue::take(msghdr& msg, int flags) {
-  ReceivedDatagram& front = queue_.front();
+  ReceivedDatagram& front = ring_[head_];
   const size_t length = front.bytes.size();
   size_t copied = 0;
   for (size_t i = 0; i < msg.msg_iovlen && copied < length; ++i) {
@@ -34,13 +41,17 @@ size_t ReceiveQueue::take(msghdr& msg, int flags) {
   }
   if (!(flags & MSG_PEEK)) {
     charged_ -= charge_of(front);
-    queue_.pop_front();
+    std::vector<uint8_t>().swap(front.bytes);  // its memory goes now, not when the slot is reused
+    head_ = (head_ + 1) % ring_.size();
+    --count_;
   }
   return (flags & MSG_TRUNC) ? length : copied;
 }
 
 void ReceiveQueue::clear() {
-  queue_.clear();
+  std::vector<ReceivedDatagram>().swap(ring_);
+  head_ = 0;
+  count_ = 0;
   charged_ = 0;
 }
 

@@ -23,7 +23,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <vector>
 
 #include "sock/dgram/receive_controls.hpp"
@@ -49,10 +48,10 @@ class ReceiveQueue {
   // Queues `datagram` if the budget allows (noting the drops so far in
   // it); false (and counted) if not.
   bool push(ReceivedDatagram&& datagram);
-  bool empty() const { return queue_.empty(); }
-  size_t count() const { return queue_.size(); }
+  bool empty() const { return count_ == 0; }
+  size_t count() const { return count_; }
   // The front datagram's length (FIONREAD); 0 when empty.
-  size_t next_length() const { return queue_.empty() ? 0 : queue_.front().bytes.size(); }
+  size_t next_length() const { return empty() ? 0 : front().bytes.size(); }
   // Bytes charged against the budget now.
   size_t charged() const { return charged_; }
   // Datagrams dropped because the budget was full, since creation.
@@ -63,14 +62,19 @@ class ReceiveQueue {
   size_t take(msghdr& msg, int flags);
   // The front datagram (the queue must not be empty): what take() will
   // answer, for the control messages written beside it.
-  const ReceivedDatagram& front() const { return queue_.front(); }
+  const ReceivedDatagram& front() const { return ring_[head_]; }
   // Drops everything queued (the socket is closing or goes to the kernel).
   void clear();
 
  private:
   static size_t charge_of(const ReceivedDatagram& datagram) { return datagram.bytes.size() + kOverheadBytes; }
 
-  std::deque<ReceivedDatagram> queue_;
+  // A ring that grows by doubling and never shrinks below its high-water
+  // mark: a queue that fills and empties by one (a ping-pong) allocates
+  // no node per datagram, as a deque of these large entries did.
+  std::vector<ReceivedDatagram> ring_;
+  size_t head_ = 0;
+  size_t count_ = 0;
   size_t budget_ = 0;
   size_t charged_ = 0;
   uint64_t drops_ = 0;

@@ -28,13 +28,45 @@ struct Managed {
   ManagedSocket* socket;
 };
 
+// The vectors of one wait_poll call, kept per thread so that a call
+// allocates nothing once the thread has polled a set that large. A call
+// made while the thread's are in use (a signal handler that polls inside
+// a poll) has its own.
+struct PollVectors {
+  std::vector<Managed> managed;
+  std::vector<std::shared_ptr<EpollView>> views;
+  std::vector<pollfd> kernel;
+  bool in_use = false;
+};
+
+class PollScratch {
+ public:
+  PollScratch() : vectors_(t_vectors.in_use ? own_ : t_vectors) { vectors_.in_use = true; }
+  ~PollScratch() {
+    // Emptied (the socket and view references go) but their memory kept.
+    vectors_.managed.clear();
+    vectors_.views.clear();
+    vectors_.kernel.clear();
+    vectors_.in_use = false;
+  }
+  PollVectors& operator*() { return vectors_; }
+
+ private:
+  static thread_local PollVectors t_vectors;
+  PollVectors own_;
+  PollVectors& vectors_;
+};
+
+thread_local PollVectors PollScratch::t_vectors;
+
 }  // namespace
 
 int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t* mask) {
-  std::vector<Managed> managed;
+  PollScratch scratch;
+  std::vector<Managed>& managed = (*scratch).managed;
   // Epoll fds in the set whose readiness the library keeps (their
   // eventfds): looked at before each kernel look, and slept on.
-  std::vector<std::shared_ptr<EpollView>> views;
+  std::vector<std::shared_ptr<EpollView>>& views = (*scratch).views;
   for (nfds_t i = 0; i < count; ++i) {
     if (fds[i].fd < 0) continue;
     SocketRef ref = lookup_socket(fds[i].fd);
@@ -57,7 +89,8 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
   bool spinning = true;
   // The kernel's part of the set: upgraded sockets' entries are -1, which
   // ppoll skips (what wakes them comes from add_socket()).
-  std::vector<pollfd> kernel(fds, fds + count);
+  std::vector<pollfd>& kernel = (*scratch).kernel;
+  kernel.assign(fds, fds + count);
   for (const Managed& m : managed) kernel[m.index].fd = -1;
   // Whether ppoll is called at all: for the fds left to the kernel; else
   // only for the sigmask, and on the first look of a set big enough that
