@@ -555,6 +555,11 @@ core::Result<bool> DatagramSocket::wait_readable(int fd, int64_t deadline_ms) {
   return R::ok(rc > 0);
 }
 
+int64_t DatagramSocket::blocking_deadline(int fd) {
+  std::lock_guard<std::mutex> held(mu_);
+  return blocking_.deadline_ms(fd, true);
+}
+
 core::Result<size_t> DatagramSocket::receive_message(int fd, msghdr& msg, int flags) {
   using R = core::Result<size_t>;
   if ((flags & kKernelOnlyReceiveFlags) != 0) {
@@ -568,13 +573,23 @@ core::Result<size_t> DatagramSocket::receive_message(int fd, msghdr& msg, int fl
   }();
   int64_t deadline_ms = -2;  // read once, when a wait begins
   const int kernel_flags = (flags & ~MSG_WAITALL) | MSG_DONTWAIT;
-  for (;;) {
+  for (bool first = true;; first = false) {
     DatagramHub* hub = DatagramHub::running();
     if (hub != nullptr && queued_.load(std::memory_order_relaxed) == 0) hub->progress();
+    bool skip_kernel = false;
     {
       std::lock_guard<std::mutex> held(mu_);
       // The two queues take turns (kernel_turns.hpp).
       if (!queue_.empty() && !turns_.kernel_first()) return R::ok(take_queued(fd, msg, flags));
+      // A blocking call with nothing queued on UD and a quiet kernel path
+      // goes straight to its wait, which asks the kernel as it ends.
+      skip_kernel = first && !nonblocking && queue_.empty() && hub_ != nullptr && !turns_.kernel_active();
+    }
+    if (skip_kernel) {
+      deadline_ms = blocking_deadline(fd);
+      core::Result<bool> waited = wait_readable(fd, deadline_ms);
+      if (!waited) return R::fail(waited.error());
+      continue;
     }
     // msg_controllen is the caller's room; the kernel's call may shrink it.
     const size_t control_room = msg.msg_controllen;
@@ -595,10 +610,7 @@ core::Result<size_t> DatagramSocket::receive_message(int fd, msghdr& msg, int fl
       activity_.fetch_add(1, std::memory_order_acq_rel);  // found nothing: the next datagram is an edge
       return R::fail(EAGAIN);
     }
-    if (deadline_ms == -2) {
-      std::lock_guard<std::mutex> held(mu_);
-      deadline_ms = blocking_.deadline_ms(fd, true);
-    }
+    if (deadline_ms == -2) deadline_ms = blocking_deadline(fd);
     core::Result<bool> waited = wait_readable(fd, deadline_ms);
     if (!waited) return R::fail(waited.error());
   }

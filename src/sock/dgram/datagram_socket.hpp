@@ -181,6 +181,8 @@ class DatagramSocket final : public ManagedSocket {
   // Waits until either path may have a datagram, or the deadline; EAGAIN
   // on timeout, EINTR as the kernel's call would.
   core::Result<bool> wait_readable(int fd, int64_t deadline_ms);
+  // The receive timeout's deadline (SO_RCVTIMEO), from now; -1: none.
+  int64_t blocking_deadline(int fd);
   // Attaches to the hub (made if need be): UD datagrams can reach it.
   void attach_locked(int fd);
   // Leaves the hub; `closing`: the socket is closed (else it lives on,
