@@ -91,6 +91,20 @@ TEST(Config, BadFileLinesNameFileAndLineAndTheRestStillApplies) {
   EXPECT_TRUE(c.settings.stats);
 }
 
+TEST(Config, UdpReceiveSettingsHaveBoundsAndZeroTurnsTheThreadOff) {
+  Config defaults = build({});
+  EXPECT_EQ(defaults.settings.udp_receive_buffers, 512u);
+  EXPECT_EQ(defaults.settings.udp_progress_us, 1000u);
+  Config set = build({{"VSOCK_UDP_PROGRESS_US", "0"}}, "set udp_receive_buffers 4096\n");
+  EXPECT_TRUE(set.diagnostics.empty());
+  EXPECT_EQ(set.settings.udp_progress_us, 0u);
+  EXPECT_EQ(set.settings.udp_receive_buffers, 4096u);
+  Config bad = build({{"VSOCK_UDP_RECEIVE_BUFFERS", "8"}, {"VSOCK_UDP_PROGRESS_US", "2000000"}});
+  EXPECT_EQ(bad.diagnostics.size(), 2u);
+  EXPECT_EQ(bad.settings.udp_receive_buffers, 512u);
+  EXPECT_EQ(bad.settings.udp_progress_us, 1000u);
+}
+
 TEST(Config, EverySettingHasAnEnvironmentName) {
   int count = 0;
   for_each_setting_name([&](const char* name) {

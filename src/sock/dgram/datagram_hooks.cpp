@@ -121,6 +121,10 @@ bool is_datagram_receive_control_option(int level, int name) {
 
 bool is_datagram_segment_option(int level, int name) { return level == IPPROTO_UDP && name == UDP_SEGMENT; }
 
+bool is_datagram_receive_buffer_option(int level, int name) {
+  return level == SOL_SOCKET && (name == SO_RCVBUF || name == SO_RCVBUFFORCE);
+}
+
 bool is_datagram_send_shape_option(int level, int name) {
   return (level == IPPROTO_IP && (name == IP_TOS || name == IP_TTL)) ||
          (level == IPPROTO_IPV6 && (name == IPV6_TCLASS || name == IPV6_UNICAST_HOPS));
@@ -130,7 +134,8 @@ bool is_datagram_send_shape_option(int level, int name) {
 
 bool is_datagram_option(int level, int name) {
   return is_datagram_unsupported_option(level, name) || is_datagram_receive_control_option(level, name) ||
-         is_datagram_send_shape_option(level, name) || is_datagram_segment_option(level, name);
+         is_datagram_send_shape_option(level, name) || is_datagram_segment_option(level, name) ||
+         is_datagram_receive_buffer_option(level, name);
 }
 
 void on_datagram_option(int fd, SocketState* state, int level, int name) {
@@ -141,6 +146,8 @@ void on_datagram_option(int fd, SocketState* state, int level, int name) {
     socket->receive_options_changed(fd);
   } else if (is_datagram_segment_option(level, name)) {
     socket->segment_size_changed(fd);  // each send is cut in datagrams of that size, over UD too
+  } else if (is_datagram_receive_buffer_option(level, name)) {
+    socket->receive_buffer_changed(fd);  // the UD queue's budget follows, as the kernel's limit does
   } else if (is_datagram_send_shape_option(level, name)) {
     VSOCK_LOG(kDebug, "udp: option %d/%d set: its datagrams are sent by the kernel (fd %d)", level, name, fd);
     socket->send_through_kernel();

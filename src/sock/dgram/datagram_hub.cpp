@@ -11,6 +11,7 @@
 #include "core/stats.hpp"
 #include "sock/dgram/datagram_socket.hpp"
 #include "sock/dgram/multicast_offload.hpp"
+#include "sock/dgram/receive_progress.hpp"
 #include "sock/offload_rules.hpp"
 #include "sock/offload_policy.hpp"
 #include "sock/upgrade/upgrade_engine.hpp"
@@ -63,7 +64,9 @@ DatagramHub* DatagramHub::get() {
   UpgradeEngine* engine = upgrade_engine();
   if (engine == nullptr) return nullptr;
   sys::ReentryGuard guard;
-  core::Result<std::unique_ptr<UdEndpoint>> endpoint = UdEndpoint::create(*device, UdEndpointConfig{});
+  UdEndpointConfig endpoint_config;
+  endpoint_config.receive_depth = core::config().settings.udp_receive_buffers;
+  core::Result<std::unique_ptr<UdEndpoint>> endpoint = UdEndpoint::create(*device, endpoint_config);
   if (!endpoint) {
     VSOCK_LOG(kInfo, "udp: no UD endpoint (%s): datagrams stay on the kernel", std::strerror(endpoint.error()));
     return nullptr;
@@ -88,6 +91,7 @@ DatagramHub* DatagramHub::get() {
             hub->endpoint_->max_payload());
   g_hub_failed = false;
   g_hub.store(hub, std::memory_order_release);
+  start_receive_progress(hub, core::config().settings.udp_progress_us);
   return hub;
 }
 

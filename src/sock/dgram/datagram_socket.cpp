@@ -105,15 +105,24 @@ bool DatagramSocket::bind_as_first_send(int fd) {
   return local_port(fd) != 0;
 }
 
-void DatagramSocket::attach_locked(int fd) {
-  if (hub_ != nullptr || leaving_) return;
-  DatagramHub* hub = DatagramHub::get();
-  if (hub == nullptr) return;
-  // The UD queue's budget is the kernel socket's SO_RCVBUF at attach.
+void DatagramSocket::read_budget_locked(int fd) {
   int receive_buffer = 0;
   socklen_t option_length = sizeof receive_buffer;
   if (sys::real().getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer, &option_length) == 0 && receive_buffer > 0)
     queue_.set_budget(static_cast<size_t>(receive_buffer));
+}
+
+void DatagramSocket::receive_buffer_changed(int fd) {
+  std::lock_guard<std::mutex> held(mu_);
+  read_budget_locked(fd);
+}
+
+void DatagramSocket::attach_locked(int fd) {
+  if (hub_ != nullptr || leaving_) return;
+  DatagramHub* hub = DatagramHub::get();
+  if (hub == nullptr) return;
+  // The UD queue's budget is the kernel socket's SO_RCVBUF (read again when set).
+  read_budget_locked(fd);
   hub_ = hub;
   retain();
   hub->attach(cookie_, this);

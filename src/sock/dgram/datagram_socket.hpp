@@ -75,6 +75,9 @@ class DatagramSocket final : public ManagedSocket {
   void send_through_kernel() { send_through_kernel_.store(true, std::memory_order_release); }
   // setsockopt(UDP_SEGMENT) went through: read the size the kernel keeps.
   void segment_size_changed(int fd);
+  // setsockopt(SO_RCVBUF or SO_RCVBUFFORCE) went through: the UD queue's
+  // budget becomes the size the kernel keeps (what is queued stays).
+  void receive_buffer_changed(int fd);
   // An option that UD cannot honour at all (a filter, SO_REUSEPORT, ...),
   // or the socket goes to another process: leave UD.
   void leave_ud();
@@ -185,6 +188,8 @@ class DatagramSocket final : public ManagedSocket {
   int64_t blocking_deadline(int fd);
   // Attaches to the hub (made if need be): UD datagrams can reach it.
   void attach_locked(int fd);
+  // The UD queue's budget := the kernel socket's SO_RCVBUF.
+  void read_budget_locked(int fd);
   // Leaves the hub; `closing`: the socket is closed (else it lives on,
   // on the kernel alone).
   void detach(bool closing);

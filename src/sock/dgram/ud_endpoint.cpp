@@ -1,7 +1,11 @@
 #include "sock/dgram/ud_endpoint.hpp"
 
+#include "core/clock.hpp"
 #include "core/stats.hpp"
+#include "sys/real_calls.hpp"
 #include "sock/dgram/fragmenter.hpp"
+
+#include <poll.h>
 
 #include <cerrno>
 #include <cstring>
@@ -301,10 +305,16 @@ int UdEndpoint::poll(ArrivalHandler handler, void* context, int max) {
   // Nothing more came: what was handled goes back now, so that a quiet
   // endpoint never sits with buffers off the queue.
   if (!repost_.empty() && post_receives(repost_.data(), repost_.size())) repost_.clear();
+  if (taken > 0) productive_polls_.store(productive_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return taken;
 }
 
 rdma::Status UdEndpoint::arm() {
+  last_arm_ms_.store(core::monotonic_ms(), std::memory_order_relaxed);
+  return arm_for_watcher();
+}
+
+rdma::Status UdEndpoint::arm_for_watcher() {
   std::lock_guard<std::mutex> lock(mu_);
   rdma::Status armed = receive_cq_.arm();
   maybe_event_.store(receive_cq_.maybe_event(), std::memory_order_release);
@@ -324,6 +334,11 @@ void UdEndpoint::take_event() {
   std::lock_guard<std::mutex> lock(mu_);
   receive_cq_.take_event();
   maybe_event_.store(receive_cq_.maybe_event(), std::memory_order_release);
+}
+
+bool UdEndpoint::channel_readable() const {
+  pollfd channel{receive_cq_.channel_fd(), POLLIN, 0};
+  return sys::real().poll(&channel, 1, 0) > 0;
 }
 
 UdEndpointCounters UdEndpoint::counters() const {

@@ -21,7 +21,8 @@
 // without a word): EMSGSIZE.
 //
 // Threads: every call takes the endpoint's mutex (held for a post or one
-// poll, never across a sleep).
+// poll, never across a sleep). polls() and last_arm_ms() are read without
+// it, by the receive progress thread (receive_progress.hpp).
 #pragma once
 #include <infiniband/verbs.h>
 #include <sys/uio.h>
@@ -46,7 +47,7 @@
 namespace vsock::sock::dgram {
 
 struct UdEndpointConfig {
-  uint32_t receive_depth = 256;
+  uint32_t receive_depth = 512;  // the udp_receive_buffers setting
   uint32_t repost_batch = 16;
   uint32_t send_slots = 128;
   uint32_t signal_every = 16;
@@ -135,10 +136,20 @@ class UdEndpoint {
   // never takes events: one taken between arm() and the sleep would leave
   // the CQ unarmed and the sleeper without a wake-up.
   rdma::Status arm();
+  // arm() for a watcher that never takes an event a sleeper may need (the
+  // receive progress thread): not counted in last_arm_ms().
+  rdma::Status arm_for_watcher();
   void take_event();
   void drain_events();
 
   UdEndpointCounters counters() const;
+  // How many poll() calls have taken at least one completion so far, and
+  // when a sleeper last called arm() (monotonic ms; 0: never): read without
+  // the lock, by the receive progress thread.
+  uint64_t productive_polls() const { return productive_polls_.load(std::memory_order_relaxed); }
+  int64_t last_arm_ms() const { return last_arm_ms_.load(std::memory_order_relaxed); }
+  // Whether the completion channel has an event waiting (no wait).
+  bool channel_readable() const;
 
   // The queue pair receives what is sent to the multicast group `gid`
   // (`lid`: 0 on RoCE) / no longer does.
@@ -163,6 +174,8 @@ class UdEndpoint {
   // The receive CQ's maybe_event(), readable without the lock: a look
   // that finds it false skips drain_events() (and its lock) altogether.
   std::atomic<bool> maybe_event_{false};
+  std::atomic<uint64_t> productive_polls_{0};
+  std::atomic<int64_t> last_arm_ms_{0};
   uint8_t port_ = 0;
   size_t mtu_bytes_ = 0;
   size_t receive_stride_ = 0;

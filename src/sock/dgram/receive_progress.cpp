@@ -1,0 +1,122 @@
+#include "sock/dgram/receive_progress.hpp"
+
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <time.h>
+
+#include <mutex>
+#include <new>
+#include <thread>
+
+#include "core/clock.hpp"
+#include "core/log.hpp"
+#include "sock/dgram/datagram_hub.hpp"
+#include "sys/real_calls.hpp"
+#include "sys/reentry_guard.hpp"
+
+namespace vsock::sock::dgram {
+namespace {
+
+// Held by the thread for each tick, and by fork() (pthread_atfork).
+std::mutex g_tick_lock;
+
+void lock_for_fork() { g_tick_lock.lock(); }
+void unlock_in_parent() { g_tick_lock.unlock(); }
+void reset_in_child() { new (&g_tick_lock) std::mutex(); }
+
+// Registered at the first thread's start, after every handler the library
+// registers from its constructors: prepare handlers run in reverse order,
+// so fork() waits for the tick before it takes any lock a tick may need
+// (e.g. the verbs fork guard).
+void install_fork_handlers_once() {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(lock_for_fork, unlock_in_parent, reset_in_child); });
+}
+
+class ProgressLoop {
+ public:
+  ProgressLoop(DatagramHub* hub, uint32_t tick_us) : hub_(hub), tick_us_(tick_us) {}
+
+  void run() {
+    sys::ReentryGuard guard;  // everything this thread calls goes straight to libc
+    int idle_ticks = 0;
+    uint64_t seen = hub_->endpoint().productive_polls();
+    for (;;) {
+      bool something = false;
+      {
+        std::lock_guard<std::mutex> tick(g_tick_lock);
+        uint64_t now = hub_->endpoint().productive_polls();
+        if (now != seen) {
+          something = true;  // an application thread is taking arrivals itself
+        } else {
+          something = drain() > 0;
+        }
+        seen = hub_->endpoint().productive_polls();
+      }
+      idle_ticks = something ? 0 : idle_ticks + 1;
+      if (idle_ticks >= ReceiveProgressTiming::kIdleTicks) {
+        sleep_until_event();
+        idle_ticks = 0;
+        seen = hub_->endpoint().productive_polls();
+        continue;
+      }
+      timespec pause{static_cast<time_t>(tick_us_ / 1'000'000), static_cast<long>(tick_us_ % 1'000'000) * 1000};
+      nanosleep(&pause, nullptr);
+    }
+  }
+
+ private:
+  // Takes everything that is there now, bounded by one pool's worth of
+  // batches (more keeps arriving only under a flood the next tick takes).
+  int drain() {
+    int total = 0;
+    for (int round = 0; round < 64; ++round) {
+      int taken = hub_->progress();
+      total += taken;
+      if (taken == 0) break;
+    }
+    return total;
+  }
+
+  void sleep_until_event() {
+    UdEndpoint& endpoint = hub_->endpoint();
+    {
+      std::lock_guard<std::mutex> tick(g_tick_lock);
+      if (endpoint.channel_readable()) {
+        // An event nobody took. If a sleeper may be about to take it, tick on.
+        if (core::monotonic_ms() - endpoint.last_arm_ms() < ReceiveProgressTiming::kArmQuietMs) return;
+        endpoint.drain_events();
+      }
+      endpoint.arm_for_watcher();
+      if (drain() > 0) return;  // it came before the arm: no event for it
+    }
+    pollfd channel{endpoint.completion_fd(), POLLIN, 0};
+    sys::real().poll(&channel, 1, ReceiveProgressTiming::kIdleSleepMs);
+  }
+
+  DatagramHub* hub_;
+  uint32_t tick_us_;
+};
+
+}  // namespace
+
+void start_receive_progress(DatagramHub* hub, uint32_t tick_us) {
+  if (tick_us == 0) return;
+  install_fork_handlers_once();
+  // Never destroyed, as the hub it serves.
+  auto* loop = new ProgressLoop(hub, tick_us);
+  // The thread takes no signal: the application's handlers run on its own
+  // threads, interrupting their calls as the kernel would.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &previous);
+  try {
+    std::thread([loop] { loop->run(); }).detach();
+  } catch (...) {
+    VSOCK_LOG(kInfo, "udp: no receive progress thread: datagrams are taken only inside the application's calls");
+  }
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+}  // namespace vsock::sock::dgram

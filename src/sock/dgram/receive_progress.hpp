@@ -1,0 +1,50 @@
+// ReceiveProgress: the thread that keeps the process's UD receive pool
+// drained while no application thread looks at it, so that a receiver
+// busy elsewhere loses no datagram its sockets' budgets (SO_RCVBUF) would
+// hold — as the kernel queues datagrams for a socket nobody reads.
+//
+// Without it, arrivals are taken only inside application calls (recv,
+// poll, epoll: DatagramHub::progress()); a UD queue pair with no posted
+// buffer drops what comes, without a word. The pool (udp_receive_buffers)
+// absorbs what arrives between two looks; this thread bounds the time
+// between looks to one tick (udp_progress_us).
+//
+// Each tick: if an application thread took completions since the last
+// tick, nothing to do (it is looking); else the thread takes what came
+// and delivers it to the sockets' queues. The thread never takes a
+// completion-channel event on a path a sleeper may rely on: a completion
+// raises its event whoever polls it, so a sleeping application thread
+// still wakes, and finds the datagram in its queue.
+//
+// Idle: after kIdleTicks ticks in which nothing came, the thread sleeps on
+// the completion channel instead of ticking (an idle process makes no
+// wake-ups). It arms the CQ and sleeps until an event is pending, and goes
+// back to ticking when one is; it never consumes that event, which is the
+// application's sleepers' to take. A stale event that no sleeper took (the
+// application polls without sleeping) is drained by the thread only when
+// no thread has armed the CQ for kArmQuietMs: a sleeper re-arms at least
+// every sleep slice (100 ms), so none can be between its arm and its
+// sleep then.
+//
+// fork(): the thread finishes its tick before the fork (pthread_atfork), so
+// no socket lock it takes is copied held into the child; the child has no
+// such thread until it makes its own hub.
+#pragma once
+#include <cstdint>
+
+namespace vsock::sock::dgram {
+
+class DatagramHub;
+
+struct ReceiveProgressTiming {
+  static constexpr int kIdleTicks = 64;
+  static constexpr int64_t kArmQuietMs = 250;
+  static constexpr int kIdleSleepMs = 1000;  // re-checked after this, even without an event
+};
+
+// Starts the thread for `hub`, ticking every `tick_us` µs (0: no thread:
+// arrivals are taken only inside application calls). Logs at info level
+// when the thread cannot start.
+void start_receive_progress(DatagramHub* hub, uint32_t tick_us);
+
+}  // namespace vsock::sock::dgram
