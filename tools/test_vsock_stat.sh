@@ -105,10 +105,17 @@ for p in doc["processes"]:
 PY
 
 # --- a segment whose pid is another (live) process's -------------------------
-cp "$seg" "$dir/$$.stat"
+# A process started now, seconds after PID: their start times (in clock
+# ticks) differ. (This shell's own pid would not do: it may have started in
+# the same tick as PID.)
+sleep 60 &
+other=$!
+pids+=("$other")
+cp "$seg" "$dir/$other.stat"
 "$stat" --once --json -p "$PID" >"$work/reuse.json"
-[ ! -e "$dir/$$.stat" ] && python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["removed_stale"] >= 1 else 1)' "$work/reuse.json"
+[ ! -e "$dir/$other.stat" ] && python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["removed_stale"] >= 1 else 1)' "$work/reuse.json"
 check "a segment for a live pid with another start time is removed" $?
+kill "$other" 2>/dev/null
 
 stop_pair main "$PID"
 wait_for bash -c "[ ! -e '$seg' ] && [ ! -e '$dir/$child.stat' ]"; check "segments removed at exit (parent and child)" $?

@@ -56,7 +56,8 @@ class ProgressLoop {
       }
       idle_ticks = something ? 0 : idle_ticks + 1;
       if (idle_ticks >= ReceiveProgressTiming::kIdleTicks) {
-        sleep_until_event();
+        while (!sleep_until_event()) {
+        }
         idle_ticks = 0;
         seen = hub_->endpoint().productive_polls();
         continue;
@@ -79,20 +80,22 @@ class ProgressLoop {
     return total;
   }
 
-  void sleep_until_event() {
+  // Sleeps until an event is pending on the completion channel (true: tick
+  // again) or kIdleSleepMs passed without one (false: sleep again).
+  bool sleep_until_event() {
     UdEndpoint& endpoint = hub_->endpoint();
     {
       std::lock_guard<std::mutex> tick(g_tick_lock);
       if (endpoint.channel_readable()) {
         // An event nobody took. If a sleeper may be about to take it, tick on.
-        if (core::monotonic_ms() - endpoint.last_arm_ms() < ReceiveProgressTiming::kArmQuietMs) return;
+        if (core::monotonic_ms() - endpoint.last_arm_ms() < ReceiveProgressTiming::kArmQuietMs) return true;
         endpoint.drain_events();
       }
       endpoint.arm_for_watcher();
-      if (drain() > 0) return;  // it came before the arm: no event for it
+      if (drain() > 0) return true;  // it came before the arm: no event for it
     }
     pollfd channel{endpoint.completion_fd(), POLLIN, 0};
-    sys::real().poll(&channel, 1, ReceiveProgressTiming::kIdleSleepMs);
+    return sys::real().poll(&channel, 1, ReceiveProgressTiming::kIdleSleepMs) != 0;
   }
 
   DatagramHub* hub_;
