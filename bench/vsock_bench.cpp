@@ -7,8 +7,10 @@
 //   vsock_bench sink [--addr A] [--port P] [--cpu N]
 //       A UDP socket on A:P counting what arrives (recvmmsg, 64 at a time),
 //       for udp-rate; prints "READY <port>", serves until SIGTERM/SIGINT.
-//   vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call|udp-rate --port P [--addr A]
-//       [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple] [--batch N]
+//   vsock_bench mcast-echo --group G --addr A [--port P] [--receivers N] [--cpu N]
+//       N processes answering what G:P brings (vsock_bench_mcast.hpp).
+//   vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call|udp-rate|mcast-lat --port P [--addr A]
+//       [--group G] [--receivers N] [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple] [--batch N]
 //       [--wait block|poll|epoll] [--peer-pid PID] [--samples FILE] [--perf-ctl FIFO]...
 //       Prints one line: "result test=... key=value ...".
 //
@@ -89,6 +91,8 @@
 #include <thread>
 #include <vector>
 
+#include "vsock_bench_mcast.hpp"
+
 namespace {
 
 constexpr uint32_t kHelloMagic = 0x56534248;  // "VSBH"
@@ -130,6 +134,8 @@ struct Options {
   std::string samples_file;
   std::vector<std::string> perf_ctl;
   int batch = 32;
+  std::string group;  // mcast-echo, mcast-lat
+  int receivers = 2;
 };
 
 std::atomic<bool> g_stop{false};
@@ -144,9 +150,10 @@ std::atomic<bool> g_stop{false};
                "vsock_bench: %s\n"
                "usage: vsock_bench server [--addr A] [--port P] [--cpu N] [--simple]\n"
                "       vsock_bench sink [--addr A] [--port P] [--cpu N]\n"
-               "       vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call|udp-rate --port P [--addr A]\n"
+               "       vsock_bench mcast-echo --group G --addr A [--port P] [--receivers N] [--cpu N]\n"
+               "       vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call|udp-rate|mcast-lat --port P [--addr A]\n"
                "                          [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple]\n"
-               "                          [--batch N]\n"
+               "                          [--batch N] [--group G] [--receivers N]\n"
                "                          [--wait block|poll|epoll] [--peer-pid PID] [--samples FILE]\n"
                "                          [--perf-ctl FIFO]...\n",
                message.c_str());
@@ -810,6 +817,19 @@ int run_tcp_throughput(const Options& o) {
   return 0;
 }
 
+McastArgs mcast_args(const Options& o) {
+  McastArgs a;
+  a.group = o.group;
+  a.interface_addr = o.addr;
+  a.port = o.port;
+  a.receivers = o.receivers;
+  a.size = o.size;
+  a.iters = o.iters;
+  a.warmup = o.warmup;
+  a.seconds = o.seconds;
+  return a;
+}
+
 int run_client(const Options& o) {
   pin_to_cpu(o.cpu);
   if (o.port <= 0) usage_error("client needs --port");
@@ -821,7 +841,15 @@ int run_client(const Options& o) {
   if (o.test == "tcp-tput") return run_tcp_throughput(o);
   if (o.test == "tcp-call") return run_tcp_call_cost(o);
   if (o.test == "udp-rate") return run_udp_rate(o);
-  usage_error("--test must be tcp-lat, udp-lat, tcp-tput, tcp-call or udp-rate");
+  if (o.test == "mcast-lat") {
+    if (o.group.empty()) usage_error("mcast-lat needs --group");
+    std::vector<double> samples;
+    long lost = 0;
+    if (!run_mcast_latency(mcast_args(o), &samples, &lost)) return 1;
+    print_latency(o, samples, lost, " receivers=" + std::to_string(o.receivers));
+    return 0;
+  }
+  usage_error("--test must be tcp-lat, udp-lat, tcp-tput, tcp-call, udp-rate or mcast-lat");
 }
 
 long parse_number(const char* flag, const char* text, long min, long max) {
@@ -837,7 +865,8 @@ Options parse_options(int argc, char** argv) {
   if (argc < 2) usage_error("missing mode");
   Options o;
   o.mode = argv[1];
-  if (o.mode != "server" && o.mode != "client" && o.mode != "sink") usage_error("mode must be server, client or sink");
+  if (o.mode != "server" && o.mode != "client" && o.mode != "sink" && o.mode != "mcast-echo")
+    usage_error("mode must be server, client, sink or mcast-echo");
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i];
     if (flag == "--simple") {
@@ -855,6 +884,8 @@ Options parse_options(int argc, char** argv) {
     else if (flag == "--seconds") o.seconds = static_cast<double>(parse_number("--seconds", value, 1, 3600));
     else if (flag == "--cpu") o.cpu = static_cast<int>(parse_number("--cpu", value, 0, CPU_SETSIZE - 1));
     else if (flag == "--samples") o.samples_file = value;
+    else if (flag == "--group") o.group = value;
+    else if (flag == "--receivers") o.receivers = static_cast<int>(parse_number("--receivers", value, 1, 16));
     else if (flag == "--batch") o.batch = static_cast<int>(parse_number("--batch", value, 1, 1024));
     else if (flag == "--perf-ctl") o.perf_ctl.push_back(value);
     else if (flag == "--peer-pid") o.peer_pid = static_cast<int>(parse_number("--peer-pid", value, 1, 1L << 22));
@@ -876,5 +907,10 @@ int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
   Options o = parse_options(argc, argv);
   if (o.mode == "sink") return run_sink(o);
+  if (o.mode == "mcast-echo") {
+    if (o.group.empty()) usage_error("mcast-echo needs --group");
+    pin_to_cpu(o.cpu);
+    return run_mcast_echo(mcast_args(o));
+  }
   return o.mode == "server" ? run_server(o) : run_client(o);
 }

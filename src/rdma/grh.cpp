@@ -96,6 +96,21 @@ core::Result<GrhInfo> parse_grh(const uint8_t* grh, size_t length) {
   return R::ok(parse_ipv6_form(grh));
 }
 
+void grh_with_destination(const uint8_t* grh, GrhForm form, uint32_t local, uint8_t* out) {
+  std::memcpy(out, grh, kGrhSize);
+  if (form == GrhForm::kIpv4) {
+    uint8_t* ipv4 = out + kGrhIpv4Offset;
+    std::memcpy(ipv4 + 16, &local, 4);
+    const uint16_t checksum = ipv4_header_checksum(ipv4);
+    ipv4[10] = static_cast<uint8_t>(checksum >> 8);
+    ipv4[11] = static_cast<uint8_t>(checksum & 0xff);
+    return;
+  }
+  static constexpr uint8_t kMappedPrefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  std::memcpy(out + kDestinationGidOffset, kMappedPrefix, sizeof kMappedPrefix);
+  std::memcpy(out + kDestinationGidOffset + 12, &local, 4);
+}
+
 socklen_t grh_address_length(const sockaddr_storage& address) {
   if (address.ss_family == AF_INET) return sizeof(sockaddr_in);
   if (address.ss_family == AF_INET6) return sizeof(sockaddr_in6);

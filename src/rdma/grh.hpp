@@ -68,6 +68,15 @@ core::Result<GrhInfo> parse_grh(const uint8_t* grh, size_t length);
 // sizeof(sockaddr_in6)); 0 for an empty one.
 socklen_t grh_address_length(const sockaddr_storage& address);
 
+// Copies the GRH slot `grh` (kGrhSize bytes, of the form parse_grh() found)
+// into `out` with its destination replaced by the IPv4 address `local`
+// (network order): the IPv4 form's header gets the address and a correct
+// checksum again, the IPv6 form the IPv4-mapped GID. For a datagram sent to
+// a multicast group, ibv_create_ah_from_wc() finds no local GID for the
+// group; as if sent to `local`, it makes the address handle back to the
+// sender from this host's own GID.
+void grh_with_destination(const uint8_t* grh, GrhForm form, uint32_t local, uint8_t* out);
+
 // The IPv4 header checksum (RFC 791) of a 20-byte header whose checksum
 // field (bytes 10..11) is taken as zero; big-endian, as on the wire.
 uint16_t ipv4_header_checksum(const uint8_t* header);

@@ -167,6 +167,35 @@ TEST(RdmaGrh, LongerBuffersReadOnlyTheSlot) {
   EXPECT_EQ(text_of(info.value().destination), "4:5.6.7.8");
 }
 
+// grh_with_destination: a multicast arrival's slot as if sent to this host.
+TEST(RdmaGrh, WithDestinationRewritesEitherFormAndKeepsTheRest) {
+  in_addr local{};
+  ASSERT_EQ(inet_pton(AF_INET, "192.168.77.2", &local), 1);
+  Slot v4 = ipv4_form(0x10, 1, "192.168.77.1", "239.255.7.7");
+  uint8_t out[kGrhSize];
+  grh_with_destination(v4.bytes, GrhForm::kIpv4, local.s_addr, out);
+  auto info = parse_grh(out, sizeof out);
+  ASSERT_TRUE(info.has_value());  // the checksum is right again: still the IPv4 form
+  EXPECT_EQ(info.value().form, GrhForm::kIpv4);
+  EXPECT_EQ(text_of(info.value().source), "4:192.168.77.1");
+  EXPECT_EQ(text_of(info.value().destination), "4:192.168.77.2");
+  EXPECT_EQ(info.value().hop_limit, 1);
+  EXPECT_EQ(info.value().traffic_class, 0x10);
+
+  uint8_t sgid[16], dgid[16];
+  mapped_gid("192.168.77.1", sgid);
+  mapped_gid("239.255.7.7", dgid);
+  Slot v6 = ipv6_form(0, 7, 17, 1, sgid, dgid);
+  grh_with_destination(v6.bytes, GrhForm::kIpv6, local.s_addr, out);
+  info = parse_grh(out, sizeof out);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info.value().form, GrhForm::kIpv6);
+  EXPECT_EQ(text_of(info.value().source), "4:192.168.77.1");
+  EXPECT_EQ(text_of(info.value().destination), "4:192.168.77.2");
+  EXPECT_EQ(info.value().flow_label, 7u);
+  EXPECT_EQ(std::memcmp(out, v6.bytes, 24), 0);  // everything before the destination as it was
+}
+
 TEST(RdmaGrh, ChecksumOfAKnownHeader) {
   // The RFC 1071 example header 4500 0073 0000 4000 4011 [b861] c0a8 0001 c0a8 00c7.
   const uint8_t header[20] = {0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11,

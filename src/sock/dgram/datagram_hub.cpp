@@ -234,6 +234,21 @@ void DatagramHub::arrival(const UdArrival& arrival) {
   socket->release();
 }
 
+void DatagramHub::learn_from_multicast(const UdArrival& arrival, uint32_t local) {
+  if (arrival.header.source_cookie == 0 || arrival.grh_slot == nullptr) return;
+  sockaddr_storage source{};
+  socklen_t source_length = with_port(arrival.grh.source, arrival.header.source_port, &source);
+  PathKey key;
+  if (source_length == 0 || !path_key_of(reinterpret_cast<sockaddr*>(&source), source_length, &key)) return;
+  uint8_t unicast_slot[rdma::kGrhSize];
+  rdma::grh_with_destination(reinterpret_cast<const uint8_t*>(arrival.grh_slot), arrival.grh.form, local,
+                             unicast_slot);
+  UdArrival as_unicast = arrival;
+  as_unicast.grh_slot = reinterpret_cast<const ibv_grh*>(unicast_slot);
+  UdPath back;
+  learn_path(key, reinterpret_cast<const sockaddr*>(&source), as_unicast, &back);
+}
+
 bool DatagramHub::reassemble(const UdArrival& arrival, const PathKey& from, std::vector<uint8_t>* whole) {
   // The sender, folded into the reassembler's opaque name: its QP and
   // address (the cookie and datagram id complete the key).

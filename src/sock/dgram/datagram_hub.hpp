@@ -79,6 +79,13 @@ class DatagramHub {
   // messages were taken.
   int progress();
 
+  // A multicast datagram from another process teaches the way back to its
+  // sender's socket, as a unicast one does, so the receivers' unicast
+  // answers go over UD without a resolution. `local`: this host's IPv4
+  // address on the device (network order), which the address handle is
+  // made from (a group is no source for an answer). Inside progress().
+  void learn_from_multicast(const UdArrival& arrival, uint32_t local);
+
   // Resolution outcomes (the engine's thread, through DatagramPathSink).
   void on_resolved(const ResolvedPath& path);
   void on_resolution_failed(const sockaddr* destination, socklen_t length);

@@ -363,6 +363,7 @@ void MulticastOffload::arrival(DatagramHub& hub, const UdArrival& arrival, const
     core::stat_add(core::Stat::udp_mcast_drops_loop);
     return;
   }
+  hub.learn_from_multicast(arrival, htonl(device_address_));  // the receivers' answers go back over UD
   ArrivalFacts facts;
   facts.destination = arrival.grh.destination;
   facts.hop_limit = arrival.grh.hop_limit;

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <time.h>
 
+#include <algorithm>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -41,28 +42,31 @@ class ProgressLoop {
   void run() {
     sys::ReentryGuard guard;  // everything this thread calls goes straight to libc
     int idle_ticks = 0;
+    uint64_t pause_us = tick_us_;
     uint64_t seen = hub_->endpoint().productive_polls();
     for (;;) {
-      bool something = false;
+      bool app_looks = false, took = false;
       {
         std::lock_guard<std::mutex> tick(g_tick_lock);
-        uint64_t now = hub_->endpoint().productive_polls();
-        if (now != seen) {
-          something = true;  // an application thread is taking arrivals itself
-        } else {
-          something = drain() > 0;
-        }
+        app_looks = hub_->endpoint().productive_polls() != seen;  // it takes arrivals itself
+        if (!app_looks) took = drain() > 0;
         seen = hub_->endpoint().productive_polls();
       }
-      idle_ticks = something ? 0 : idle_ticks + 1;
+      idle_ticks = app_looks || took ? 0 : idle_ticks + 1;
       if (idle_ticks >= ReceiveProgressTiming::kIdleTicks) {
         while (!sleep_until_event()) {
         }
         idle_ticks = 0;
+        pause_us = tick_us_;
         seen = hub_->endpoint().productive_polls();
         continue;
       }
-      timespec pause{static_cast<time_t>(tick_us_ / 1'000'000), static_cast<long>(tick_us_ % 1'000'000) * 1000};
+      // While the application takes arrivals itself, tick less often (each
+      // wake-up may delay it on its CPU); at the first tick it has not, at
+      // the base rate again.
+      pause_us = app_looks ? std::min<uint64_t>(pause_us * 2, uint64_t{tick_us_} * ReceiveProgressTiming::kBusyTickFactor)
+                           : tick_us_;
+      timespec pause{static_cast<time_t>(pause_us / 1'000'000), static_cast<long>(pause_us % 1'000'000) * 1000};
       nanosleep(&pause, nullptr);
     }
   }

@@ -10,8 +10,10 @@
 // between looks to one tick (udp_progress_us).
 //
 // Each tick: if an application thread took completions since the last
-// tick, nothing to do (it is looking); else the thread takes what came
-// and delivers it to the sockets' queues. The thread never takes a
+// tick, nothing to do (it is looking) and the next tick comes later (the
+// pause doubles up to kBusyTickFactor ticks: each wake-up may delay the
+// application on its CPU); else the thread takes what came and delivers
+// it to the sockets' queues, and ticks at the base rate. The thread never takes a
 // completion-channel event on a path a sleeper may rely on: a completion
 // raises its event whoever polls it, so a sleeping application thread
 // still wakes, and finds the datagram in its queue.
@@ -38,6 +40,10 @@ class DatagramHub;
 
 struct ReceiveProgressTiming {
   static constexpr int kIdleTicks = 64;
+  // At most this many ticks between two looks while the application looks
+  // itself: a pool of udp_receive_buffers must hold what arrives in that
+  // time after it stops (512 buffers: 4 ms at 128,000 datagrams/s).
+  static constexpr uint32_t kBusyTickFactor = 4;
   static constexpr int64_t kArmQuietMs = 250;
   static constexpr int kIdleSleepMs = 1000;  // re-checked after this, even without an event
 };
