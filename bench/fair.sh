@@ -22,8 +22,19 @@
 #   udp-rate   0,1  UDP message rate: sendmmsg() of 32 datagrams per
 #                   call into a recvmmsg() sink (vsock_bench udp-rate,
 #                   sink), for VSOCK_BENCH_TPUT_SECONDS / ib_send_bw -c UD  64 B
-# The UDP rows have no rsocket column (vsock_bench --simple has no UDP) and
-# are not counted with perf.
+#   mcast-lat  0,1  multicast one-to-two: the client sends to a group and
+#                   waits for both receivers' unicast answers (vsock_bench
+#                   mcast-lat against mcast-echo: two receiver processes,
+#                   both on vCPU 0), poll() then recv() everywhere; no
+#                   verbs column (perftest has no one-to-many latency)    64 B
+# The UDP rows have no rsocket column (vsock_bench --simple has no UDP;
+# rsocket has no multicast) and are not counted with perf. Each column of
+# mcast-lat has a group of its own in VSOCK_FAIR_MCAST_PREFIX (default
+# 239.255.77: .1 for the first column, .2 for the next, ...): the servers
+# of every column run together, and receivers of one group on other ports
+# would also be woken by each datagram (a UD queue pair attaches to a
+# group, not to a port). The libvsock columns offload that /24 with
+# VSOCK_UDP_MCAST_OFFLOAD.
 # Columns: kernel (no preload), libvsock (both ends preloaded; profile
 # VSOCK_FAIR_PROFILE, default: the library's default), rsocket
 # (librspreload.so, vsock_bench --simple) and verbs (perftest). Socket
@@ -54,7 +65,7 @@
 #   VSOCK_BENCH_ITERS        round trips per latency run (default 1000; large sizes 16 MiB / size, >= 20)
 #   VSOCK_BENCH_SECONDS      time bound of a latency run (default 1)
 #   VSOCK_BENCH_TPUT_SECONDS length of a throughput run (default 1)
-#   VSOCK_FAIR_ROWS          rows to run (default "sep-block one-block sep-epoll tput udp-lat udp-rate"; one-epoll
+#   VSOCK_FAIR_ROWS          rows to run (default "sep-block one-block sep-epoll tput udp-lat udp-rate mcast-lat"; one-epoll
 #                            is left out to keep the main job short: ~10 s per run here)
 #   VSOCK_FAIR_PROFILE       VSOCK_PROFILE of the libvsock column (default: unset)
 #   VSOCK_FAIR_EXTRA         columns measured in the 64 B blocking rows and udp-lat only (sep-block,
@@ -80,7 +91,10 @@ read -r -a columns <<<"${VSOCK_BENCH_COLUMNS:-kernel libvsock rsocket verbs}"
 read -r -a lat_sizes <<<"${VSOCK_BENCH_LAT_SIZES:-64 4096 65536 1048576}"
 read -r -a tput_sizes <<<"${VSOCK_BENCH_TPUT_SIZES:-64 4096 65536 1048576}"
 read -r -a extra_columns <<<"${VSOCK_FAIR_EXTRA-libvsock:latency}"
-read -r -a rows <<<"${VSOCK_FAIR_ROWS:-sep-block one-block sep-epoll tput udp-lat udp-rate}"
+read -r -a rows <<<"${VSOCK_FAIR_ROWS:-sep-block one-block sep-epoll tput udp-lat udp-rate mcast-lat}"
+mcast_prefix=${VSOCK_FAIR_MCAST_PREFIX:-239.255.77}
+declare -A mcast_group  # column -> its group (mcast-lat)
+mcast_groups=0
 rounds=${VSOCK_BENCH_REPEAT:-2}
 size_rounds=${VSOCK_BENCH_TPUT_REPEAT:-1}
 iters=${VSOCK_BENCH_ITERS:-1000}
@@ -130,19 +144,25 @@ trap 'exit 130' INT TERM
 column_env() {
   case "$1" in
     kernel) echo "LD_PRELOAD=" ;;
-    libvsock) echo "LD_PRELOAD=$libvsock VSOCK_UPGRADE_TIMEOUT_MS=2000${VSOCK_FAIR_PROFILE:+ VSOCK_PROFILE=$VSOCK_FAIR_PROFILE}" ;;
+    libvsock) echo "LD_PRELOAD=$libvsock VSOCK_UPGRADE_TIMEOUT_MS=2000 VSOCK_UDP_MCAST_OFFLOAD=$mcast_prefix.0/24${VSOCK_FAIR_PROFILE:+ VSOCK_PROFILE=$VSOCK_FAIR_PROFILE}" ;;
     rsocket) echo "LD_PRELOAD=$rspreload" ;;
-    libvsock:*) echo "LD_PRELOAD=$libvsock VSOCK_UPGRADE_TIMEOUT_MS=2000 VSOCK_PROFILE=${1#libvsock:}" ;;
+    libvsock:*) echo "LD_PRELOAD=$libvsock VSOCK_UPGRADE_TIMEOUT_MS=2000 VSOCK_UDP_MCAST_OFFLOAD=$mcast_prefix.0/24 VSOCK_PROFILE=${1#libvsock:}" ;;
   esac
 }
 simple_arg() { [ "$1" = rsocket ] && echo --simple; }
 
-# start_server ROW COLUMN SCPU COUNT(0|1) [MODE (server | sink: udp-rate's receiver)]
+# start_server ROW COLUMN SCPU COUNT(0|1) [MODE (server | sink: udp-rate's
+# receiver | mcast-echo: mcast-lat's two receivers)]
 start_server() {
   local row=$1 c=$2 scpu=$3 count=$4 mode=${5:-server} so=$work/server-$c.out pid i port bg
   : >"$so"
   server_port[$c]="" server_perf[$c]="" server_ctl[$c]=""
   local -a cmd=(env $(column_env "$c") "$bench" "$mode" --addr "$addr" --port 0 --cpu "$scpu" $(simple_arg "$c"))
+  if [ "$mode" = mcast-echo ]; then
+    mcast_groups=$((mcast_groups + 1))
+    mcast_group[$c]=$mcast_prefix.$mcast_groups
+    cmd+=(--group "${mcast_group[$c]}" --receivers 2)
+  fi
   if ((count && have_perf)); then
     server_ctl[$c]=$work/ctl-$c server_perf[$c]=$work/server-$c.perf
     rm -f "${server_ctl[$c]}" "${server_ctl[$c]}.ack"
@@ -159,8 +179,10 @@ start_server() {
     [ -n "$port" ] && break
     sleep 0.1
   done
-  # the vsock_bench process itself (perf's child when counted)
-  pid=$(pgrep -n -x vsock_bench -P "$bg" 2>/dev/null || echo "$bg")
+  # the vsock_bench process itself (perf's child when counted); mcast-echo's
+  # children are its receivers: it stops them itself
+  pid=$bg
+  ((count && have_perf)) && pid=$(pgrep -n -x vsock_bench -P "$bg" 2>/dev/null || echo "$bg")
   server_pid[$c]=$pid
   if [ -z "$port" ]; then
     server_err[$c]="server did not start: $(grep -v '^READY' "$so" | tail -1 | head -c 160)"
@@ -209,6 +231,9 @@ socket_run() {
   elif [ "$test" = udp-lat ]; then
     n=$(lat_iters_for "$size") secs=$seconds
     extra=(--warmup "$warmup" --samples "$work/samples.txt")
+  elif [ "$test" = mcast-lat ]; then
+    n=$(lat_iters_for "$size") secs=$seconds
+    extra=(--warmup "$warmup" --samples "$work/samples.txt" --group "${mcast_group[$c]}" --receivers 2)
   else
     n=$(lat_iters_for "$size") secs=$seconds
     extra=(--wait "$wait" --warmup "$warmup" --peer-pid "${server_pid[$c]}" --samples "$work/samples.txt")
@@ -310,6 +335,7 @@ row_spec() {
     tput) echo "0 1 block 0 tcp-tput" ;;
     udp-lat) echo "0 1 poll 0 udp-lat" ;;
     udp-rate) echo "0 1 block 0 udp-rate" ;;
+    mcast-lat) echo "0 1 poll 0 mcast-lat" ;;
     *) return 1 ;;
   esac
 }
@@ -363,13 +389,17 @@ for row in "${rows[@]}"; do
   else sizes=(64); fi
   server_mode=server
   [ "$test" = udp-rate ] && server_mode=sink
+  [ "$test" = mcast-lat ] && server_mode=mcast-echo
   counted=0
   [[ "$test" = tcp-lat && " ${sizes[*]} " == *" 64 "* ]] && counted=1
   base_columns=("${columns[@]}")
-  # UDP rows: no rsocket (vsock_bench --simple has no UDP socket)
-  if [[ "$test" = udp-* ]]; then
+  # UDP rows: no rsocket (vsock_bench --simple has no UDP socket); the
+  # multicast row no verbs either
+  if [[ "$test" = udp-* || "$test" = mcast-* ]]; then
     base_columns=()
-    for c in "${columns[@]}"; do [ "$c" = rsocket ] || base_columns+=("$c"); done
+    for c in "${columns[@]}"; do
+      [ "$c" = rsocket ] || { [ "$test" = mcast-lat ] && [ "$c" = verbs ]; } || base_columns+=("$c")
+    done
   fi
   row_columns=("${base_columns[@]}")
   # the extra columns: 64 B, blocking rows (in epoll rows they cost the most time)
@@ -377,7 +407,7 @@ for row in "${rows[@]}"; do
   # spin is the like-with-like column)
   with_extra=0
   ((counted)) && [[ "$row" == *-block ]] && with_extra=1
-  [ "$row" = udp-lat ] && with_extra=1
+  [ "$row" = udp-lat ] || [ "$row" = mcast-lat ] && with_extra=1
   ((with_extra)) && row_columns+=("${extra_columns[@]}")
   for c in "${row_columns[@]}"; do
     [ "$c" = verbs ] && continue

@@ -209,7 +209,7 @@ rate_cell() {  # COL FIELD -> "median (lo–hi)" of FIELD over the runs, in mill
     m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; if (NR > 1) printf "%.3f (%.3f–%.3f)", m, v[1], v[NR]; else printf "%.3f", m }'
 }
 rate_median() { rate_cell "$1" "$2" | awk '{ print $1 }'; }
-if has_row udp-lat || has_row udp-rate; then
+if has_row udp-lat || has_row udp-rate || has_row mcast-lat; then
   echo
   echo "### UDP: separate vCPUs (server 0, client 1), every column pinned with the same taskset / sched_setaffinity"
   echo
@@ -247,6 +247,21 @@ if has_row udp-rate; then
   echo
   echo "A sender faster than its receiver loses datagrams, on the kernel as over UD (no flow control: what overflows the"
   echo "receiver's SO_RCVBUF or receive queue is dropped); the received rate is the figure to compare."
+  echo
+fi
+if has_row mcast-lat; then
+  echo "64 B multicast, one to two (vsock_bench mcast-lat: the client on vCPU 1 sends to a group and waits for the unicast" \
+    "answers of both receivers, two mcast-echo processes on vCPU 0; everyone waits in poll() then recv(); the libvsock" \
+    "columns offload the group): the time until both answered. No verbs column: perftest has no one-to-many latency."
+  echo
+  echo "| column: wait style | p50 / p99 / p99.9 (µs) | run p50s: low–high (runs) | round trips |"
+  echo "|---|---:|---:|---:|"
+  for c in "${columns[@]}" "${extra_columns[@]}"; do
+    grep -qE "^row=mcast-lat col=$c " "$raw" || continue
+    w="poll() then recv()"
+    [ "$c" = libvsock:latency ] && w="poll() then recv(), latency profile (2 ms spin)"
+    echo "| $c: $w | $(lat_cell mcast-lat "$c" 64) | $(spread mcast-lat "$c" 64) | $(nsamples mcast-lat "$c" 64) |"
+  done
   echo
 fi
 echo
@@ -305,6 +320,13 @@ fi
 if has libvsock && has kernel && has_row udp-lat; then
   a=$(p50 udp-lat libvsock 64) b=$(p50 udp-lat kernel 64)
   echo "| libvsock / kernel UDP, p50 64 B | separate vCPUs; poll() both | $a µs | $b µs | $(ratio "$a" "$b") | $(per_round udp-lat libvsock kernel 64) | |"
+fi
+if has libvsock && has kernel && has_row mcast-lat; then
+  for l in libvsock "${extra_columns[@]}"; do
+    [[ "$l" == libvsock* ]] && grep -qE "^row=mcast-lat col=$l " "$raw" || continue
+    a=$(p50 mcast-lat "$l" 64) b=$(p50 mcast-lat kernel 64)
+    echo "| $l / kernel UDP, multicast one-to-two p50 64 B | receivers on vCPU 0, sender on 1; poll() all | $a µs | $b µs | $(ratio "$a" "$b") | $(per_round mcast-lat "$l" kernel 64) | |"
+  done
 fi
 if has libvsock && has kernel && has_row udp-rate; then
   a=$(rate_median libvsock recv_mps) b=$(rate_median kernel recv_mps)
