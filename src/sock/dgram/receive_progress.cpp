@@ -45,14 +45,15 @@ class ProgressLoop {
     uint64_t pause_us = tick_us_;
     uint64_t seen = hub_->endpoint().productive_polls();
     for (;;) {
-      bool app_looks = false, took = false;
+      bool app_looks = false;
+      int took = 0;
       {
         std::lock_guard<std::mutex> tick(g_tick_lock);
         app_looks = hub_->endpoint().productive_polls() != seen;  // it takes arrivals itself
-        if (!app_looks) took = drain() > 0;
+        if (!app_looks) took = drain();
         seen = hub_->endpoint().productive_polls();
       }
-      idle_ticks = app_looks || took ? 0 : idle_ticks + 1;
+      idle_ticks = app_looks || took > 0 ? 0 : idle_ticks + 1;
       if (idle_ticks >= ReceiveProgressTiming::kIdleTicks) {
         while (!sleep_until_event()) {
         }
@@ -61,17 +62,25 @@ class ProgressLoop {
         seen = hub_->endpoint().productive_polls();
         continue;
       }
-      // While the application takes arrivals itself, tick less often (each
-      // wake-up may delay it on its CPU); at the first tick it has not, at
-      // the base rate again.
-      pause_us = app_looks ? std::min<uint64_t>(pause_us * 2, uint64_t{tick_us_} * ReceiveProgressTiming::kBusyTickFactor)
-                           : tick_us_;
+      pause_us = next_pause_us(pause_us, app_looks, took);
       timespec pause{static_cast<time_t>(pause_us / 1'000'000), static_cast<long>(pause_us % 1'000'000) * 1000};
       nanosleep(&pause, nullptr);
     }
   }
 
  private:
+  // While the application takes arrivals itself, tick less often (each
+  // wake-up may delay it on its CPU). When the thread took `took` arrivals
+  // after a pause of `last_us`, the next pause is the time that rate needs
+  // to fill a quarter of the pool (a flood into a receiver that does not
+  // read is taken as it comes), at most one tick.
+  uint64_t next_pause_us(uint64_t last_us, bool app_looks, int took) const {
+    if (app_looks) return std::min<uint64_t>(last_us * 2, uint64_t{tick_us_} * ReceiveProgressTiming::kBusyTickFactor);
+    if (took <= 0) return tick_us_;
+    const uint64_t quarter_fill_us = last_us * hub_->endpoint().receive_depth() / 4 / static_cast<uint64_t>(took);
+    return std::clamp<uint64_t>(quarter_fill_us, ReceiveProgressTiming::kMinPauseUs, tick_us_);
+  }
+
   // Takes everything that is there now, bounded by one pool's worth of
   // batches (more keeps arriving only under a flood the next tick takes).
   int drain() {

@@ -13,7 +13,10 @@
 // tick, nothing to do (it is looking) and the next tick comes later (the
 // pause doubles up to kBusyTickFactor ticks: each wake-up may delay the
 // application on its CPU); else the thread takes what came and delivers
-// it to the sockets' queues, and ticks at the base rate. The thread never takes a
+// it to the sockets' queues. Its next pause is then the time the rate it
+// just saw needs to fill a quarter of the pool (at least kMinPauseUs, at
+// most one tick), so a flood into a receiver that does not read is taken
+// as it comes. The thread never takes a
 // completion-channel event on a path a sleeper may rely on: a completion
 // raises its event whoever polls it, so a sleeping application thread
 // still wakes, and finds the datagram in its queue.
@@ -44,6 +47,7 @@ struct ReceiveProgressTiming {
   // itself: a pool of udp_receive_buffers must hold what arrives in that
   // time after it stops (512 buffers: 4 ms at 128,000 datagrams/s).
   static constexpr uint32_t kBusyTickFactor = 4;
+  static constexpr uint64_t kMinPauseUs = 50;
   static constexpr int64_t kArmQuietMs = 250;
   static constexpr int kIdleSleepMs = 1000;  // re-checked after this, even without an event
 };

@@ -97,6 +97,7 @@ class UdEndpoint {
   uint32_t qpn() const { return qp_.qpn(); }
   uint32_t qkey() const { return qp_.qkey(); }
   uint8_t port() const { return port_; }
+  uint32_t receive_depth() const { return config_.receive_depth; }
   const rdma::ProtectionDomain& pd() const { return pd_; }
   // The most a message may carry after its header (path MTU minus header).
   size_t max_payload() const { return mtu_bytes_ - wire::kDatagramHeaderSize; }
