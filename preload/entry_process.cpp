@@ -81,6 +81,7 @@ __attribute__((constructor)) void library_loaded() {
 
 __attribute__((destructor)) void library_unloading() {
   sock::finish_streams_at_exit();
+  sock::dgram::finish_datagrams_at_exit();
   sock::stats_publisher_remove();
   if (core::config().settings.stats) core::stats_print();
 }

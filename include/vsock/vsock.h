@@ -133,6 +133,7 @@ struct vsock_stats {
   uint64_t udp_mcast_sends;
   uint64_t udp_mcast_receives;
   uint64_t udp_mcast_drops_loop;
+  uint64_t udp_send_errors; /* UD sends completed with an error: datagrams lost on the wire */
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

@@ -72,7 +72,8 @@ namespace vsock::core {
   X(udp_mcast_leaves)          \
   X(udp_mcast_sends)           \
   X(udp_mcast_receives)        \
-  X(udp_mcast_drops_loop)
+  X(udp_mcast_drops_loop)      \
+  X(udp_send_errors)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

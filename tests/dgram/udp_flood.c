@@ -114,6 +114,13 @@ static int receiver(const char* addr, long count, size_t size, int rcvbuf, const
       ++received;
     }
   }
+  long first_missing = -1, last_missing = -1;
+  for (long i = 0; i < count; ++i)
+    if (!seen[i]) {
+      if (first_missing < 0) first_missing = i;
+      last_missing = i;
+    }
+  if (first_missing >= 0) printf("missing: indexes %ld to %ld\n", first_missing, last_missing);
   printf("received %ld/%ld duplicates %ld wrong %ld\n", received, count, duplicates, wrong);
   return received == count && duplicates == 0 && wrong == 0 ? 0 : 1;
 }

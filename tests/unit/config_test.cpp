@@ -93,7 +93,7 @@ TEST(Config, BadFileLinesNameFileAndLineAndTheRestStillApplies) {
 
 TEST(Config, UdpReceiveSettingsHaveBoundsAndZeroTurnsTheThreadOff) {
   Config defaults = build({});
-  EXPECT_EQ(defaults.settings.udp_receive_buffers, 512u);
+  EXPECT_EQ(defaults.settings.udp_receive_buffers, 2048u);
   EXPECT_EQ(defaults.settings.udp_progress_us, 1000u);
   Config set = build({{"VSOCK_UDP_PROGRESS_US", "0"}}, "set udp_receive_buffers 4096\n");
   EXPECT_TRUE(set.diagnostics.empty());
@@ -101,7 +101,7 @@ TEST(Config, UdpReceiveSettingsHaveBoundsAndZeroTurnsTheThreadOff) {
   EXPECT_EQ(set.settings.udp_receive_buffers, 4096u);
   Config bad = build({{"VSOCK_UDP_RECEIVE_BUFFERS", "8"}, {"VSOCK_UDP_PROGRESS_US", "2000000"}});
   EXPECT_EQ(bad.diagnostics.size(), 2u);
-  EXPECT_EQ(bad.settings.udp_receive_buffers, 512u);
+  EXPECT_EQ(bad.settings.udp_receive_buffers, 2048u);
   EXPECT_EQ(bad.settings.udp_progress_us, 1000u);
 }
 

@@ -7,6 +7,7 @@
 
 #include "core/config.hpp"
 #include "core/log.hpp"
+#include "sock/dgram/datagram_hub.hpp"
 #include "sock/dgram/datagram_socket.hpp"
 #include "sock/dgram/multicast_offload.hpp"
 #include "sock/dgram/option_names.hpp"
@@ -17,6 +18,9 @@
 
 namespace vsock::sock::dgram {
 namespace {
+
+// How long exit waits for datagrams still on the UD queue pair.
+constexpr int kExitSendDrainMs = 1000;
 
 DatagramSocket* datagram_of(SocketState* state) {
   return state == nullptr ? nullptr : state->datagram.load(std::memory_order_acquire);
@@ -180,6 +184,14 @@ void abandon_datagram_sockets_in_child() {
     socket->abandon_in_child();
     socket->release();
   }
+}
+
+void finish_datagrams_at_exit() {
+  DatagramHub* hub = DatagramHub::running();
+  if (hub == nullptr) return;
+  sys::ReentryGuard guard;
+  if (!hub->finish_sends(kExitSendDrainMs))
+    VSOCK_LOG(kInfo, "udp: datagrams still queued on the UD queue pair at exit after %d ms", kExitSendDrainMs);
 }
 
 void on_datagram_released(SocketState* state) {

@@ -36,6 +36,8 @@ void leave_all_datagram_sockets();
 void leave_datagram_fd(int fd);
 // In a fork() child: the inherited sockets are the kernel's alone.
 void abandon_datagram_sockets_in_child();
+// At exit: waits (bounded) until the datagrams sent over UD have left.
+void finish_datagrams_at_exit();
 // The registry dropped the last reference (the socket is closed).
 void on_datagram_released(SocketState* state);
 

@@ -2,6 +2,8 @@
 
 #include <pthread.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <ctime>
 
@@ -35,6 +37,8 @@ void forget_hub_in_child() {
 __attribute__((constructor)) void install_fork_handler() { pthread_atfork(nullptr, nullptr, forget_hub_in_child); }
 
 constexpr int kProgressBatch = 32;
+// The fewest receive buffers a memlock limit may leave the UD pool with.
+constexpr uint32_t kFewestReceiveBuffers = 256;
 
 socklen_t with_port(const sockaddr_storage& address, uint16_t port, sockaddr_storage* out) {
   *out = address;
@@ -67,6 +71,13 @@ DatagramHub* DatagramHub::get() {
   UdEndpointConfig endpoint_config;
   endpoint_config.receive_depth = core::config().settings.udp_receive_buffers;
   core::Result<std::unique_ptr<UdEndpoint>> endpoint = UdEndpoint::create(*device, endpoint_config);
+  // A memlock limit too small for the pool: fewer buffers rather than no UD.
+  while (!endpoint && endpoint.error() == ENOMEM && endpoint_config.receive_depth > kFewestReceiveBuffers) {
+    endpoint_config.receive_depth = std::max(endpoint_config.receive_depth / 2, kFewestReceiveBuffers);
+    VSOCK_LOG(kInfo, "udp: no room to register the UD receive pool (memlock limit?): trying %u buffers",
+              endpoint_config.receive_depth);
+    endpoint = UdEndpoint::create(*device, endpoint_config);
+  }
   if (!endpoint) {
     VSOCK_LOG(kInfo, "udp: no UD endpoint (%s): datagrams stay on the kernel", std::strerror(endpoint.error()));
     return nullptr;
@@ -141,6 +152,27 @@ int DatagramHub::progress() {
   return taken;
 }
 
+bool DatagramHub::finish_sends(int timeout_ms) {
+  if (!self_handle_) {
+    ibv_ah_attr attr{};
+    attr.is_global = 1;
+    attr.grh.dgid = device_->gid();
+    attr.grh.sgid_index = static_cast<uint8_t>(device_->gid_index());
+    attr.grh.hop_limit = 1;
+    attr.dlid = device_->lid();
+    attr.port_num = device_->port();
+    core::Result<rdma::AddressHandle> ah = rdma::AddressHandle::create(endpoint_->pd(), attr);
+    if (!ah) return false;
+    self_handle_ = std::make_unique<rdma::AddressHandle>(std::move(ah.value()));
+    fence_cookie_.store(new_cookie(), std::memory_order_relaxed);
+  }
+  wire::DatagramHeader fence;
+  fence.type = wire::DatagramType::kRevoke;
+  fence.source_port = 1;  // a control message names one; nobody reads it
+  fence.source_cookie = fence_cookie_.load(std::memory_order_relaxed);
+  return endpoint_->finish_sends(self_handle_->get(), endpoint_->qpn(), fence, timeout_ms);
+}
+
 void DatagramHub::on_arrival(void* context, const UdArrival& arrival) {
   static_cast<DatagramHub*>(context)->arrival(arrival);
 }
@@ -176,6 +208,9 @@ void DatagramHub::arrival(const UdArrival& arrival) {
     return;
   }
   if (header.type == wire::DatagramType::kRevoke) {
+    if (header.source_cookie == fence_cookie_.load(std::memory_order_relaxed) &&
+        arrival.source_qpn == endpoint_->qpn())
+      return;  // finish_sends()'s fence
     core::stat_add(core::Stat::udp_revokes_received);
     paths_.revoke(key, header.source_cookie);
     return;

@@ -75,6 +75,12 @@ class DatagramHub {
   // through the kernel. Not from inside progress().
   void revoke_peers(uint64_t cookie, uint16_t port, const std::vector<PathKey>& peers);
 
+  // Waits, at most `timeout_ms`, until what was sent over UD has left the
+  // queue pair (UdEndpoint::finish_sends, the fence an empty REVOKE to this
+  // process's own queue pair under a cookie no socket has, ignored on
+  // arrival). False on timeout.
+  bool finish_sends(int timeout_ms);
+
   // Takes what arrived (up to a batch) and delivers it. Returns how many
   // messages were taken.
   int progress();
@@ -139,6 +145,9 @@ class DatagramHub {
   static constexpr size_t kMaxDeparted = 4096;
   std::set<uint64_t> departed_;
   std::atomic<uint64_t> next_cookie_{0};
+  // finish_sends()'s fence: its cookie and the address handle to this host.
+  std::atomic<uint64_t> fence_cookie_{0};
+  std::unique_ptr<rdma::AddressHandle> self_handle_;
 };
 
 }  // namespace vsock::sock::dgram

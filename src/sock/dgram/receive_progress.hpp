@@ -45,7 +45,7 @@ struct ReceiveProgressTiming {
   static constexpr int kIdleTicks = 64;
   // At most this many ticks between two looks while the application looks
   // itself: a pool of udp_receive_buffers must hold what arrives in that
-  // time after it stops (512 buffers: 4 ms at 128,000 datagrams/s).
+  // time after it stops (2,048 buffers: 16 ms at 128,000 datagrams/s).
   static constexpr uint32_t kBusyTickFactor = 4;
   static constexpr uint64_t kMinPauseUs = 50;
   static constexpr int64_t kArmQuietMs = 250;

@@ -1,6 +1,7 @@
 #include "sock/dgram/ud_endpoint.hpp"
 
 #include "core/clock.hpp"
+#include "core/log.hpp"
 #include "core/stats.hpp"
 #include "sys/real_calls.hpp"
 #include "sock/dgram/fragmenter.hpp"
@@ -9,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 
 
 namespace vsock::sock::dgram {
@@ -100,14 +102,20 @@ void UdEndpoint::reap_sends() {
   core::Result<int> got = send_cq_.poll(wc, kPollBatch);
   if (!got) return;
   for (int i = 0; i < got.value(); ++i) {
-    if (wc[i].status != IBV_WC_SUCCESS) ++counters_.send_errors;
+    if (wc[i].status != IBV_WC_SUCCESS) {
+      // A UD send that failed is a datagram lost on the wire (UDP's own
+      // risk): counted, and said once.
+      if (counters_.send_errors++ == 0)
+        VSOCK_LOG(kInfo, "udp: a UD send completed with %s: that datagram is lost", ibv_wc_status_str(wc[i].status));
+      core::stat_add(core::Stat::udp_send_errors);
+    }
     // In order: this send's completion frees its slot and every one before.
     if (wc[i].wr_id + 1 > completed_sends_) completed_sends_ = wc[i].wr_id + 1;
   }
 }
 
 void UdEndpoint::fill_slot(const wire::DatagramHeader& header, const iovec* iov, int count, size_t offset,
-                           size_t length, ibv_ah* ah, uint32_t qpn, ibv_send_wr* wr, ibv_sge* sge) {
+                           size_t length, ibv_ah* ah, uint32_t qpn, ibv_send_wr* wr, ibv_sge* sge, bool signal_it) {
   const uint64_t number = posted_sends_++;
   uint8_t* slot = send_pool_.data() + (number % config_.send_slots) * mtu_bytes_;
   wire::encode(header, slot);
@@ -135,7 +143,9 @@ void UdEndpoint::fill_slot(const wire::DatagramHeader& header, const iovec* iov,
   wr->opcode = IBV_WR_SEND;
   // A completion every few sends frees the slots before it; the last slot
   // of the pool always asks, so a full pool always has one coming.
-  const bool signal = (number + 1) % config_.signal_every == 0 || (number + 1) % config_.send_slots == 0;
+  const bool signal =
+      signal_it || (number + 1) % config_.signal_every == 0 || (number + 1) % config_.send_slots == 0;
+  if (signal) last_signaled_ = number + 1;
   wr->send_flags = (signal ? IBV_SEND_SIGNALED : 0) | (bytes <= qp_.max_inline_data() ? IBV_SEND_INLINE : 0);
   wr->wr.ud.ah = ah;
   wr->wr.ud.remote_qpn = qpn;
@@ -250,12 +260,45 @@ rdma::Status UdEndpoint::send_datagrams(const UdOutgoing* datagrams, size_t coun
   return why;
 }
 
+bool UdEndpoint::finish_sends(ibv_ah* ah, uint32_t qpn, const wire::DatagramHeader& fence, int timeout_ms) {
+  const int64_t deadline = core::monotonic_ms() + timeout_ms;
+  bool fenced = false;
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reap_sends();
+      if (completed_sends_ >= posted_sends_) return true;
+      // A completion is coming for the last send only if it asked for one.
+      if (!fenced && last_signaled_ < posted_sends_ && posted_sends_ - completed_sends_ < config_.send_slots) {
+        ibv_send_wr wr;
+        ibv_sge sge;
+        const uint64_t first = posted_sends_;
+        fill_slot(fence, nullptr, 0, 0, 0, ah, qpn, &wr, &sge, true);
+        ibv_send_wr* bad = nullptr;
+        if (qp_.post_send(&wr, &bad)) {
+          --counters_.sent;  // not a datagram
+          fenced = true;
+        } else {
+          release_unposted(first, bad);
+        }
+      }
+      if (last_signaled_ >= posted_sends_) fenced = true;  // a completion is coming either way
+    }
+    if (core::monotonic_ms() >= deadline) return false;
+    timespec pause{0, 100 * 1000};
+    nanosleep(&pause, nullptr);
+  }
+}
+
 uint64_t UdEndpoint::release_unposted(uint64_t first, const ibv_send_wr* bad) {
   const uint64_t unposted = bad != nullptr ? bad->wr_id : first;
   // The requests from `unposted` on were never posted: their slots (and
   // numbers) are free again, and no completion will come for them.
   counters_.sent -= posted_sends_ - unposted;
   posted_sends_ = unposted;
+  // The last one that asked for a completion may be among them: the
+  // regular one before (a lower bound: at worst finish_sends() fences).
+  if (last_signaled_ > unposted) last_signaled_ = unposted - unposted % config_.signal_every;
   return unposted;
 }
 

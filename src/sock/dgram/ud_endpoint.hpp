@@ -47,7 +47,7 @@
 namespace vsock::sock::dgram {
 
 struct UdEndpointConfig {
-  uint32_t receive_depth = 512;  // the udp_receive_buffers setting
+  uint32_t receive_depth = 2048;  // the udp_receive_buffers setting
   uint32_t repost_batch = 16;
   uint32_t send_slots = 128;
   uint32_t signal_every = 16;
@@ -127,6 +127,14 @@ class UdEndpoint {
   // `all_or_none`, nothing is posted unless all of them fit (EAGAIN).
   rdma::Status send_datagrams(const UdOutgoing* datagrams, size_t count, size_t* posted, bool all_or_none = false);
 
+  // Waits, at most `timeout_ms`, until every send posted so far has left
+  // the queue pair (a process that exits right after its last sendto()
+  // would otherwise destroy the QP under them: the kernel delivers what
+  // sendto() took). When the last posted send asked for no completion, it
+  // posts `fence` (an empty control message to `ah`/`qpn`) asking for one:
+  // a UD QP completes its sends in order. False on timeout.
+  bool finish_sends(ibv_ah* ah, uint32_t qpn, const wire::DatagramHeader& fence, int timeout_ms);
+
   // Takes up to `max` arrivals, hands each good one to handler(context, ·)
   // and posts the buffers again. Returns how many completions it took (0:
   // nothing came).
@@ -167,7 +175,7 @@ class UdEndpoint {
   // Copies header + `length` bytes from `offset` of the iovecs into the
   // next slot and fills `wr`/`sge` for it (under mu_, room checked).
   void fill_slot(const wire::DatagramHeader& header, const iovec* iov, int count, size_t offset, size_t length,
-                 ibv_ah* ah, uint32_t qpn, ibv_send_wr* wr, ibv_sge* sge);
+                 ibv_ah* ah, uint32_t qpn, ibv_send_wr* wr, ibv_sge* sge, bool signal_it = false);
   void reap_sends();
   uint8_t* receive_buffer(uint32_t index) const { return receive_pool_.data() + size_t{index} * receive_stride_; }
 
@@ -190,6 +198,7 @@ class UdEndpoint {
   std::vector<uint32_t> repost_;  // buffers handled, not yet posted again
   uint64_t posted_sends_ = 0;     // sends posted so far; slot = count % send_slots
   uint64_t completed_sends_ = 0;  // sends known complete (their slots are free)
+  uint64_t last_signaled_ = 0;    // number + 1 of the last send that asked for a completion (0: none)
   UdEndpointCounters counters_;
 };
 
