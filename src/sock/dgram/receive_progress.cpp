@@ -81,14 +81,15 @@ class ProgressLoop {
     return std::clamp<uint64_t>(quarter_fill_us, ReceiveProgressTiming::kMinPauseUs, tick_us_);
   }
 
-  // Takes everything that is there now, bounded by one pool's worth of
-  // batches (more keeps arriving only under a flood the next tick takes).
+  // Takes everything that is there now, bounded by one pool's worth (more
+  // keeps arriving only under a flood, which the next tick takes).
   int drain() {
+    const int bound = static_cast<int>(hub_->endpoint().receive_depth());
     int total = 0;
-    for (int round = 0; round < 64; ++round) {
+    while (total < bound) {
       int taken = hub_->progress();
-      total += taken;
       if (taken == 0) break;
+      total += taken;
     }
     return total;
   }
