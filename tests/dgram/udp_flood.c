@@ -10,8 +10,11 @@
  *       came for 1 s; prints "received N/COUNT duplicates D wrong W" and
  *       exits 0 only when all COUNT came, each once and intact.
  *   udp_flood send ADDR PORT COUNT SIZE
- *       sends COUNT datagrams of SIZE bytes as fast as sendto() takes them
- *       (each: its index in 4 bytes, then a pattern of it).
+ *       sends one 4-byte probe (all ones, which the receiver skips), waits
+ *       500 ms (the time a libvsock sender needs to resolve the
+ *       destination: datagrams go through the kernel meanwhile), then sends
+ *       COUNT datagrams of SIZE bytes as fast as sendto() takes them (each:
+ *       its index in 4 bytes, then a pattern of it).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -28,6 +31,8 @@
 #include <unistd.h>
 
 static unsigned char pattern_byte(uint32_t index, size_t at) { return (unsigned char)(index * 7u + at); }
+
+static const unsigned char kProbe[4] = {0xff, 0xff, 0xff, 0xff};
 
 static void fill(unsigned char* buffer, size_t size, uint32_t index) {
   uint32_t be = htonl(index);
@@ -104,6 +109,7 @@ static int receiver(const char* addr, long count, size_t size, int rcvbuf, const
       if (errno != EAGAIN) perror("udp_flood: recv");
       break;
     }
+    if (got == (ssize_t)sizeof kProbe && memcmp(buffer, kProbe, sizeof kProbe) == 0) continue;
     long index = check(buffer, (size_t)got, size, count);
     if (index < 0) {
       ++wrong;
@@ -128,6 +134,12 @@ static int receiver(const char* addr, long count, size_t size, int rcvbuf, const
 static int sender(const char* addr, int port, long count, size_t size) {
   struct sockaddr_in to;
   int fd = make_socket(addr, &to, port);
+  if (sendto(fd, kProbe, sizeof kProbe, 0, (struct sockaddr*)&to, sizeof to) != (ssize_t)sizeof kProbe) {
+    perror("udp_flood: sendto probe");
+    return 1;
+  }
+  struct timespec settle = {0, 500 * 1000 * 1000};
+  nanosleep(&settle, NULL);
   unsigned char* buffer = malloc(size);
   long retries = 0;
   for (long i = 0; i < count; ++i) {
