@@ -27,8 +27,10 @@
 #                   mcast-lat against mcast-echo: two receiver processes,
 #                   both on vCPU 0), poll() then recv() everywhere; no
 #                   verbs column (perftest has no one-to-many latency)    64 B
-# The UDP rows have no rsocket column (vsock_bench --simple has no UDP;
-# rsocket has no multicast) and are not counted with perf. Each column of
+# The UDP rows have no rsocket column (vsock_bench --simple has no UDP
+# socket; librspreload's datagram sockets refuse the client's connect() and
+# do not answer a plain client: docs/performance.md; rsocket has no
+# multicast) and are not counted with perf. Each column of
 # mcast-lat has a group of its own in VSOCK_FAIR_MCAST_PREFIX (default
 # 239.255.77: .1 for the first column, .2 for the next, ...): the servers
 # of every column run together, and receivers of one group on other ports
