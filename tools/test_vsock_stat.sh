@@ -99,7 +99,7 @@ python3 - "$work/all.json" "$PID" "$child" <<'PY'; check "both processes listed,
 import json, sys
 doc = json.load(open(sys.argv[1]))
 pids = sorted(p["pid"] for p in doc["processes"])
-assert pids == sorted([int(sys.argv[2]), int(sys.argv[3])]), pids
+assert pids == sorted([int(sys.argv[2]), int(sys.argv[3])]), [(p["pid"], p["program"], p.get("segment")) for p in doc["processes"]]
 for p in doc["processes"]:
     assert p["segment"].endswith(f"/{p['pid']}.stat"), p
 PY
