@@ -14,7 +14,8 @@
 #   3. both preloaded without the thread (VSOCK_UDP_PROGRESS_US=0, and a
 #      pool of 512 buffers): datagrams are lost — the control that shows
 #      the test sees what it tests;
-#   4. mixed (a plain sender): every datagram arrives, through the kernel.
+#   4. mixed (a plain sender, then a plain receiver): every datagram
+#      arrives, through the kernel.
 # Prints MEASURED lines and exits 0 when all held.
 source "$(dirname "$0")/../upgrade/upgrade_test_lib.sh"
 [ $# -eq 2 ] || { echo "usage: $0 UDP_FLOOD PRELOAD"; exit 2; }
@@ -60,7 +61,7 @@ for case in 200:4000 3000:1000; do
   echo "MEASURED udp flood into a receiver that does not read ($size B): all $count kept, ${ud} over UD"
 done
 
-# 512 buffers: fewer than the ~3,000 datagrams that come over UD
+# 512 buffers: fewer than the ~4,000 datagrams that come over UD
 flood "no-thread" "$preload" "$preload" 4000 200 VSOCK_UDP_PROGRESS_US=0 VSOCK_UDP_RECEIVE_BUFFERS=512
 lost=$(echo "$LINE" | sed -n 's|^received \([0-9]*\)/\([0-9]*\).*|\2 - \1|p')
 echo "MEASURED without the receive progress thread: $((${lost:-0})) of 4000 lost"
@@ -68,4 +69,6 @@ echo "MEASURED without the receive progress thread: $((${lost:-0})) of 4000 lost
 
 flood "mixed" "$preload" "" 4000 200
 [ "$STATUS" -eq 0 ] || ut_fail "mixed: $LINE"
+flood "mixed-plain-receiver" "" "$preload" 4000 200
+[ "$STATUS" -eq 0 ] || ut_fail "mixed-plain-receiver: $LINE"
 echo "PASS: nothing lost below the receive budget, with and without the library"
