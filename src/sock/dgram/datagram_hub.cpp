@@ -177,7 +177,8 @@ void DatagramHub::on_arrival(void* context, const UdArrival& arrival) {
   static_cast<DatagramHub*>(context)->arrival(arrival);
 }
 
-bool DatagramHub::learn_path(const PathKey& key, const sockaddr* source, const UdArrival& arrival, UdPath* path) {
+bool DatagramHub::learn_path(const PathKey& key, const sockaddr* source, const UdArrival& arrival, UdPath* path,
+                             uint32_t multicast_local) {
   UdPath known;
   if (!paths_.needs_learning(key, arrival.source_qpn, arrival.header.source_cookie, &known)) {
     if (known.ah == nullptr) return false;  // no room to learn it
@@ -188,8 +189,15 @@ bool DatagramHub::learn_path(const PathKey& key, const sockaddr* source, const U
   if (!rules_offload(core::Proto::kUdp, source, core::Role::kClient)) return false;
   ibv_ah* handle = paths_.handle_for(key);  // one per address: every port and socket there shares it
   if (handle == nullptr) {
-    core::Result<rdma::AddressHandle> ah = rdma::AddressHandle::from_completion(endpoint_->pd(), endpoint_->port(),
-                                                                               *arrival.completion, arrival.grh_slot);
+    const ibv_grh* slot = arrival.grh_slot;
+    uint8_t unicast_slot[rdma::kGrhSize];
+    if (multicast_local != 0) {
+      rdma::grh_with_destination(reinterpret_cast<const uint8_t*>(slot), arrival.grh.form, multicast_local,
+                                 unicast_slot);
+      slot = reinterpret_cast<const ibv_grh*>(unicast_slot);
+    }
+    core::Result<rdma::AddressHandle> ah =
+        rdma::AddressHandle::from_completion(endpoint_->pd(), endpoint_->port(), *arrival.completion, slot);
     if (!ah) return false;
     handle = paths_.keep_handle(key, std::make_unique<rdma::AddressHandle>(std::move(ah.value())));
     if (handle == nullptr) return false;
@@ -237,7 +245,7 @@ void DatagramHub::arrival(const UdArrival& arrival) {
     // A process that never joined or sent to a group has no offload: such
     // a message is no one's (a peer's made-up flag).
     if (MulticastOffload* multicast = MulticastOffload::running())
-      multicast->arrival(*this, arrival, payload, length);
+      multicast->arrival(*this, arrival, key, reinterpret_cast<const sockaddr*>(&source), payload, length);
     else
       core::stat_add(core::Stat::udp_drops_malformed);
     return;
@@ -269,19 +277,11 @@ void DatagramHub::arrival(const UdArrival& arrival) {
   socket->release();
 }
 
-void DatagramHub::learn_from_multicast(const UdArrival& arrival, uint32_t local) {
-  if (arrival.header.source_cookie == 0 || arrival.grh_slot == nullptr) return;
-  sockaddr_storage source{};
-  socklen_t source_length = with_port(arrival.grh.source, arrival.header.source_port, &source);
-  PathKey key;
-  if (source_length == 0 || !path_key_of(reinterpret_cast<sockaddr*>(&source), source_length, &key)) return;
-  uint8_t unicast_slot[rdma::kGrhSize];
-  rdma::grh_with_destination(reinterpret_cast<const uint8_t*>(arrival.grh_slot), arrival.grh.form, local,
-                             unicast_slot);
-  UdArrival as_unicast = arrival;
-  as_unicast.grh_slot = reinterpret_cast<const ibv_grh*>(unicast_slot);
+void DatagramHub::learn_from_multicast(const UdArrival& arrival, const PathKey& key, const sockaddr* source,
+                                       uint32_t local) {
+  if (arrival.header.source_cookie == 0) return;
   UdPath back;
-  learn_path(key, reinterpret_cast<const sockaddr*>(&source), as_unicast, &back);
+  learn_path(key, source, arrival, &back, local);
 }
 
 bool DatagramHub::reassemble(const UdArrival& arrival, const PathKey& from, std::vector<uint8_t>* whole) {

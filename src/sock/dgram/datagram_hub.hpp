@@ -85,12 +85,13 @@ class DatagramHub {
   // messages were taken.
   int progress();
 
-  // A multicast datagram from another process teaches the way back to its
-  // sender's socket, as a unicast one does, so the receivers' unicast
-  // answers go over UD without a resolution. `local`: this host's IPv4
-  // address on the device (network order), which the address handle is
-  // made from (a group is no source for an answer). Inside progress().
-  void learn_from_multicast(const UdArrival& arrival, uint32_t local);
+  // A multicast datagram from another process (`source`, whose key is
+  // `key`) teaches the way back to its sender's socket, as a unicast one
+  // does, so the receivers' unicast answers go over UD without a
+  // resolution. `local`: this host's IPv4 address on the device (network
+  // order), which the address handle is made from (a group is no source
+  // for an answer). Inside progress().
+  void learn_from_multicast(const UdArrival& arrival, const PathKey& key, const sockaddr* source, uint32_t local);
 
   // Resolution outcomes (the engine's thread, through DatagramPathSink).
   void on_resolved(const ResolvedPath& path);
@@ -117,7 +118,12 @@ class DatagramHub {
   // The path back to the arrival's sender (`source`, whose key is `key`),
   // learnt if new and the rules let datagrams to it go over UD; false if
   // there is none.
-  bool learn_path(const PathKey& key, const sockaddr* source, const UdArrival& arrival, UdPath* path);
+  // `multicast_local` (network order, 0 for a unicast arrival): the
+  // arrival was sent to a group; its address handle, if one must be made,
+  // is made as if it had been sent to this host's address
+  // (rdma::grh_with_destination).
+  bool learn_path(const PathKey& key, const sockaddr* source, const UdArrival& arrival, UdPath* path,
+                  uint32_t multicast_local = 0);
 
   const rdma::Device* device_ = nullptr;
   UpgradeEngine* engine_ = nullptr;

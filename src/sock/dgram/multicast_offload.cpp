@@ -347,7 +347,8 @@ bool MulticastOffload::send(DatagramHub& hub, uint32_t group, wire::DatagramHead
 
 // ----------------------------------------------------------- receiving --
 
-void MulticastOffload::arrival(DatagramHub& hub, const UdArrival& arrival, const uint8_t* payload, size_t length) {
+void MulticastOffload::arrival(DatagramHub& hub, const UdArrival& arrival, const PathKey& key, const sockaddr* from,
+                               const uint8_t* payload, size_t length) {
   const uint32_t group = ipv4_of(arrival.grh.destination);
   const uint32_t source = ipv4_of(arrival.grh.source);
   if (group == 0 || (group >> 28) != 0xE || source == 0) {
@@ -363,7 +364,7 @@ void MulticastOffload::arrival(DatagramHub& hub, const UdArrival& arrival, const
     core::stat_add(core::Stat::udp_mcast_drops_loop);
     return;
   }
-  hub.learn_from_multicast(arrival, htonl(device_address_));  // the receivers' answers go back over UD
+  hub.learn_from_multicast(arrival, key, from, htonl(device_address_));  // the receivers' answers go back over UD
   ArrivalFacts facts;
   facts.destination = arrival.grh.destination;
   facts.hop_limit = arrival.grh.hop_limit;

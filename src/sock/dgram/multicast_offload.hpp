@@ -48,6 +48,7 @@
 #include "rdma/address_handle.hpp"
 #include "rdma/cm_multicast.hpp"
 #include "sock/dgram/multicast_groups.hpp"
+#include "sock/dgram/path_cache.hpp"
 #include "sock/dgram/receive_controls.hpp"
 #include "sock/dgram/ud_endpoint.hpp"
 #include "sock/wire/datagram_header.hpp"
@@ -88,8 +89,10 @@ class MulticastOffload {
   // sends it). `header` gets the multicast fields here.
   bool send(DatagramHub& hub, uint32_t group, wire::DatagramHeader header, const iovec* iov, int count,
             size_t length);
-  // A DATA with the multicast flag, whole (reassembled): delivers it.
-  void arrival(DatagramHub& hub, const UdArrival& arrival, const uint8_t* payload, size_t length);
+  // A DATA with the multicast flag, whole (reassembled), from `from`
+  // (address and port; `key` its path key): delivers it.
+  void arrival(DatagramHub& hub, const UdArrival& arrival, const PathKey& key, const sockaddr* from,
+               const uint8_t* payload, size_t length);
 
  private:
   struct Group {
