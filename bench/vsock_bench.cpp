@@ -80,7 +80,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -91,6 +90,7 @@
 #include <thread>
 #include <vector>
 
+#include "round_trips.hpp"
 #include "vsock_bench_mcast.hpp"
 
 namespace {
@@ -160,9 +160,7 @@ std::atomic<bool> g_stop{false};
   std::exit(2);
 }
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using bench::now_seconds;
 
 sockaddr_in make_address(const std::string& addr, int port) {
   sockaddr_in sa{};
@@ -660,36 +658,25 @@ int run_udp_latency(const Options& o) {
       (void)recv(fd, in.data(), in.size(), 0);
     usleep(200000);
   }
-  // The warm-up ends after --warmup round trips or a quarter of --seconds;
-  // the measured phase's --seconds count from its end.
-  uint64_t first_measured = static_cast<uint64_t>(o.warmup);
-  const double warm_until = now_seconds() + o.seconds / 4;
-  double deadline = now_seconds() + o.seconds;
-  for (uint64_t seq = 0; seq < first_measured + static_cast<uint64_t>(o.iters); ++seq) {
-    if (seq < first_measured && now_seconds() > warm_until) first_measured = seq;
-    if (seq == first_measured) deadline = now_seconds() + o.seconds;
+  // Sends `seq` and waits for its echo, skipping late replies to earlier,
+  // timed-out datagrams; false when none came within kUdpReplyTimeoutMs.
+  auto round_trip = [&](uint64_t seq) {
     std::memcpy(out.data(), &seq, sizeof seq);
-    double t0 = now_seconds();
     if (send(fd, out.data(), out.size(), 0) != static_cast<ssize_t>(out.size())) die("send udp");
-    bool answered = false;
-    while (!answered) {  // skip late replies to earlier, timed-out datagrams
+    for (;;) {
       int ready = poll(&pfd, 1, kUdpReplyTimeoutMs);
       if (ready < 0 && errno == EINTR) continue;
-      if (ready <= 0) break;
+      if (ready <= 0) return false;
       ssize_t n = recv(fd, in.data(), in.size(), 0);
       if (n < 0) die("recv udp");
       uint64_t got;
       std::memcpy(&got, in.data(), sizeof got);
-      answered = static_cast<size_t>(n) == o.size && got == seq;
+      if (static_cast<size_t>(n) == o.size && got == seq) return true;
     }
-    double t1 = now_seconds();
-    if (!answered) ++lost;
-    else if (seq >= first_measured) samples.push_back((t1 - t0) * 1e6);
-    if (seq >= first_measured && t1 > deadline) break;
-    if (lost > 100) {
-      std::fprintf(stderr, "vsock_bench: more than 100 datagrams lost; is the server up?\n");
-      return 1;
-    }
+  };
+  if (!bench::measure_round_trips(o.warmup, o.iters, o.seconds, round_trip, &samples, &lost)) {
+    std::fprintf(stderr, "vsock_bench: more than 100 datagrams lost; is the server up?\n");
+    return 1;
   }
   close(fd);
   print_latency(o, samples, lost);

@@ -1,5 +1,7 @@
 #include "vsock_bench_mcast.hpp"
 
+#include "round_trips.hpp"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -10,7 +12,6 @@
 
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -27,9 +28,7 @@ std::atomic<bool> g_stop{false};
   std::exit(1);
 }
 
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using bench::now_seconds;
 
 in_addr parse_ipv4(const std::string& text, const char* what) {
   in_addr a{};
@@ -172,23 +171,9 @@ bool run_mcast_latency(const McastArgs& args, std::vector<double>* samples, long
   // measure.
   round_trip(~uint64_t{0} - 1);
   usleep(200000);
-  uint64_t first_measured = static_cast<uint64_t>(args.warmup);
-  const double warm_until = now_seconds() + args.seconds / 4;
-  double deadline = now_seconds() + args.seconds;
-  *lost = 0;
-  for (uint64_t seq = 0; seq < first_measured + static_cast<uint64_t>(args.iters); ++seq) {
-    if (seq < first_measured && now_seconds() > warm_until) first_measured = seq;
-    if (seq == first_measured) deadline = now_seconds() + args.seconds;
-    double t0 = now_seconds();
-    bool answered = round_trip(seq);
-    double t1 = now_seconds();
-    if (!answered) ++*lost;
-    else if (seq >= first_measured) samples->push_back((t1 - t0) * 1e6);
-    if (seq >= first_measured && t1 > deadline) break;
-    if (*lost > 100) {
-      std::fprintf(stderr, "vsock_bench: more than 100 datagrams not answered by all %d receivers\n", args.receivers);
-      return false;
-    }
+  if (!bench::measure_round_trips(args.warmup, args.iters, args.seconds, round_trip, samples, lost)) {
+    std::fprintf(stderr, "vsock_bench: more than 100 datagrams not answered by all %d receivers\n", args.receivers);
+    return false;
   }
   close(fd);
   return true;
