@@ -61,11 +61,21 @@ app_is_running() {
 
 # Sends SIG (default TERM) to PID, waits up to SECS (default 10) for it to end,
 # then SIGKILLs it. Leaves the exit status in APP_STOP_STATUS.
+# With a fourth argument "program", PID is a `timeout` wrapper and the
+# signal goes to the program it runs: `timeout` passes a signal on twice (to
+# its child, then to its process group), and node dies of the second one
+# when it lands while node tears down its handlers on the way out.
 app_stop_pid() {
-  local pid=$1 sig=${2:-TERM} secs=${3:-10} i
+  local pid=$1 sig=${2:-TERM} secs=${3:-10} target=${4:-} i
   APP_STOP_STATUS=0
   kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; APP_STOP_STATUS=$?; return 0; }
-  kill -s "$sig" "$pid" 2>/dev/null
+  if [ "$target" = program ]; then
+    target=$(head -n1 "/proc/$pid/task/$pid/children" 2>/dev/null | awk '{ print $1 }')
+    [ -n "$target" ] || target=$pid
+  else
+    target=$pid
+  fi
+  kill -s "$sig" "$target" 2>/dev/null
   for ((i = 0; i < secs * 10; i++)); do
     app_is_running "$pid" || break
     sleep 0.1
