@@ -134,6 +134,10 @@ struct vsock_stats {
   uint64_t udp_mcast_receives;
   uint64_t udp_mcast_drops_loop;
   uint64_t udp_send_errors; /* UD sends completed with an error: datagrams lost on the wire */
+  /* Switched TCP connections whose queue pair failed (link down, device
+   * removed, retry exceeded) and that went on over TCP with nothing lost
+   * (docs/protocol.md section 5.1). */
+  uint64_t stream_resumes;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

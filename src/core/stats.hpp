@@ -73,7 +73,8 @@ namespace vsock::core {
   X(udp_mcast_sends)           \
   X(udp_mcast_receives)        \
   X(udp_mcast_drops_loop)      \
-  X(udp_send_errors)
+  X(udp_send_errors)           \
+  X(stream_resumes)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

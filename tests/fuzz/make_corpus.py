@@ -74,6 +74,10 @@ def revert(nonce, ring_written, ring_consumed):
     return b"VSKR" + bytes([1, 0, 0, 0]) + struct.pack(">QQQ", nonce, ring_written, ring_consumed)
 
 
+def resume(nonce, resend_from, ring_written):
+    return b"VSKF" + bytes([1, 0, 0, 0]) + struct.pack(">QQQ", nonce, resend_from, ring_written)
+
+
 def reject(nonce, reason, port=0):
     return b"VSKJ" + bytes([1, 0, 0, 0]) + struct.pack(">QBBH", nonce, reason, 0, port)
 
@@ -193,6 +197,13 @@ SEEDS = {
         "nothing_in_rings": revert(5, 0, 0),
         "padded_recv": revert(7, 1 << 20, 12345) + bytes(32),
         "bound_magic": b"VSKB" + revert(1, 2, 3)[4:],
+    },
+    "fuzz_resume_record": {
+        "resume": resume(0x1122334455667788, 0x30004, 0x100000002),
+        "nothing_to_resend": resume(5, 1 << 20, 1 << 20),
+        "from_past_written": resume(6, 10, 9),
+        "then_stream_bytes": resume(7, 0, 4096) + bytes(range(64)),
+        "revert_magic": b"VSKR" + resume(1, 2, 3)[4:],
     },
     "fuzz_reject_message": {
         "connection": reject(0x1122334455667788, 1),

@@ -271,6 +271,7 @@ Status StreamChannel::shutdown_write() {
 }
 
 Status StreamChannel::abort() {
+  aborted_ = true;  // whatever fails from now on, we ended it
   if (error_ != 0) return rdma::ok_status();
   if (sending_stopped_) {  // the connection went back to TCP: the kernel's close says it
     fail(ECONNRESET, "aborted locally");
@@ -437,7 +438,7 @@ void StreamChannel::queue_data(PostBatch& batch, bool force_flush) {
     uint64_t length = next_segment(position, staged_, capacity, max_segment_);
     core::Result<rdma::RemoteWrite> plan = remote_.plan(length);
     if (!plan) {  // staged bytes always have credit: a bug, not the peer
-      fail(EIO, "internal: staged bytes without credit");
+      fail(EIO, "internal: staged bytes without credit", false);
       return;
     }
     uint64_t offset = position & (capacity - 1);
@@ -657,7 +658,7 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
     case ImmediateType::kControl:
       if (wc.byte_len != 0) return violation("CONTROL with a payload");
       if (immediate.value == static_cast<uint32_t>(ControlCode::kReset)) {
-        fail(ECONNRESET, "reset by the peer");
+        fail(ECONNRESET, "reset by the peer", false);
         return;
       }
       if (peer_fin_) return violation("second FIN");
@@ -684,7 +685,7 @@ void StreamChannel::handle_completion(const ibv_wc& wc) {
   if ((wc.wr_id & kReceiveTag) != 0) {
     uint64_t slot = wc.wr_id & ~kReceiveTag;
     if (slot >= config_.rq_depth) {
-      fail(EIO, "internal: completion for a receive never posted");
+      fail(EIO, "internal: completion for a receive never posted", false);
       return;
     }
     handle_receive(wc, message_slot(static_cast<uint32_t>(slot)));
@@ -701,7 +702,7 @@ void StreamChannel::handle_completion(const ibv_wc& wc) {
   }
   uint64_t sequence = wc.wr_id;
   if (!sq_.on_completed(sequence)) {
-    fail(EIO, "internal: completion for a work request never posted");
+    fail(EIO, "internal: completion for a work request never posted", false);
     return;
   }
   if (probe_outstanding_ && sequence >= probe_sequence_) probe_outstanding_ = false;
@@ -739,10 +740,11 @@ core::Result<int> StreamChannel::drain_events() { return cq_.drain_events(); }
 
 // ------------------------------------------------------------------ errors --
 
-void StreamChannel::fail(int error, const char* why) {
+void StreamChannel::fail(int error, const char* why, bool resumable) {
   if (error_ != 0) return;
   error_ = error;
   failure_ = why;
+  resumable_ = resumable && !aborted_;
   // Bytes write() took and did not post stay in the send buffer (nothing
   // posts them now): a peer that went back to TCP gets them there
   // (stop_writing()).
@@ -757,7 +759,7 @@ void StreamChannel::fail(int error, const char* why) {
 void StreamChannel::violation(const char* why) {
   if (error_ == 0) core::stat_add(core::Stat::stream_violations);  // once per connection
   VSOCK_LOG(kWarn, "stream: QP %u: protocol violation by the peer: %s; connection reset", qp_.qpn(), why);
-  fail(ECONNRESET, why);
+  fail(ECONNRESET, why, false);
   // Nothing from a broken peer is taken any more: its message, the bytes
   // it wrote and its FIN are dropped (a transport failure or RESET keeps
   // them): the stream ends in ECONNRESET.

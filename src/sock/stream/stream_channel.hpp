@@ -210,6 +210,14 @@ class StreamChannel {
   // --- state -------------------------------------------------------------
   bool started() const { return started_; }
   int error() const { return error_; }        // 0, or what every call now returns
+  // The channel failed under the connection, not by anyone's choice: the
+  // transport (retry exceeded, a flushed queue, a failed post or poll, the
+  // device gone), not the peer's RESET, a violation or our own abort(). The
+  // connection may go on over TCP then (docs/protocol.md §5.1).
+  bool failed_resumably() const { return error_ != 0 && resumable_; }
+  // Marks an rdma_cm disconnect or failure as such a failure (no-op once
+  // the channel failed): the queue pair goes to the error state.
+  void fail_transport(const char* why) { fail(ECONNRESET, why); }
   const char* failure() const { return failure_; }  // why (static text), or ""
   bool peer_finished() const { return peer_fin_; }
   bool write_shut() const { return write_shut_; }
@@ -229,6 +237,11 @@ class StreamChannel {
   uint64_t unposted_bytes() const { return staged_; }
   // Bytes of our own ring the application consumed in all.
   uint64_t ring_consumed() const { return ring_.index().head(); }
+  // Bytes the peer's DATA put into our ring in all (consumed or not).
+  uint64_t ring_received() const { return ring_.index().head() + ring_.available(); }
+  // Bytes of this direction the peer credited (consumed) in all: the
+  // oldest position the send buffer still holds.
+  uint64_t ring_credited() const { return remote_.index().head(); }
 
   // --- going back to TCP (docs/protocol.md §5) ---------------------------
   // The peer's application consumed `peer_consumed` bytes of this
@@ -250,7 +263,7 @@ class StreamChannel {
  private:
   class PostBatch;
 
-  void fail(int error, const char* why);
+  void fail(int error, const char* why, bool resumable = true);
   void violation(const char* why);
   void handle_completion(const ibv_wc& wc);
   void handle_receive(const ibv_wc& wc, const uint8_t* slot);
@@ -315,6 +328,8 @@ class StreamChannel {
   bool fin_posted_ = false;
   bool peer_fin_ = false;
   int error_ = 0;
+  bool resumable_ = false;  // failed_resumably()
+  bool aborted_ = false;    // abort() was called
   const char* failure_ = "";
 };
 

@@ -250,6 +250,7 @@ void StreamSocket::advance() {
   // nothing the reader still needs: reads see the data and the end of
   // stream, only writes fail (StreamChannel::write). Not a reset.
   if (channel_ && channel_->error() != 0 && error_ == 0 && !channel_->peer_finished() && !peer_never_switched()) {
+    if (resume_on_tcp()) return;
     UpgradePhase phase = upgrade_.phase();
     if (phase != UpgradePhase::kFallback && phase != UpgradePhase::kFailed)
       apply(upgrade_.on(UpgradeEvent::kTransportError));
@@ -280,6 +281,10 @@ void StreamSocket::on_transport_lost() {
     if (channel_->error() == 0) channel_->abort();
     return;
   }
+  // The link, the device or the peer's RDMA side went: the connection goes
+  // on over TCP if it can (a peer whose process is gone shows there).
+  if (channel_) channel_->fail_transport("the rdma_cm connection ended");
+  if (resume_on_tcp()) return;
   apply(upgrade_.on(UpgradeEvent::kTransportError));
   if (channel_ && channel_->error() == 0) channel_->abort();
 }
@@ -408,6 +413,14 @@ bool StreamSocket::on_last_close() {
     return false;
   }
   progress_locked();
+  // A Resume record left unread would make the kernel's close a reset.
+  if (resuming_ && reader_.tcp_again()) {
+    int own = dup_own_fd();
+    if (own >= 0) {
+      take_resume_record(own);
+      sys::real().close(own);
+    }
+  }
   if (peer_reverted_) {
     // On TCP again: the kernel's close ends it, after what the peer gave
     // up (our own dup keeps the socket open until the engine wrote it).

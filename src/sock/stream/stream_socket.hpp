@@ -39,6 +39,7 @@
 #include "sock/stream/switch_writer.hpp"
 #include "sock/upgrade/rendezvous_board.hpp"
 #include "sock/upgrade/upgrade_state.hpp"
+#include "sock/wire/resume_record.hpp"
 
 namespace vsock::sock {
 
@@ -271,6 +272,18 @@ class StreamSocket final : public ManagedSocket {
   void take_peer_switch(const uint8_t* bytes, size_t length);
   // The peer's Revert (stream_socket_revert.cpp).
   void take_peer_revert(const uint8_t* bytes, size_t length);
+  // RDMA failed under the switched connection (stream_socket_resume.cpp,
+  // docs/protocol.md §5.1): when the channel failed resumably and both
+  // directions are on rings, writes our Resume record and what the peer
+  // may have missed on TCP and reads on there. True if the connection
+  // goes on (or already went on) over TCP; false: it is reset as before.
+  bool resume_on_tcp();
+  // Takes the peer's Resume record and the bytes it resent that our ring
+  // had, once the ring part is read (non-blocking: EAGAIN until they are
+  // all in). ok once done; the connection's error if TCP ended or the
+  // record is bad (then the connection is reset).
+  core::Result<bool> take_resume_record(int fd);
+  core::Result<bool> lose_resume(int error, const char* why);
   // Writes what a peer's Revert left to resend (non-blocking), then a
   // shutdown(SHUT_WR) that waited for it; leaves the socket to the kernel
   // once the ring part is read too.
@@ -335,10 +348,18 @@ class StreamSocket final : public ManagedSocket {
   bool resend_shut_wr_ = false;  // shutdown(SHUT_WR) waits for resend_
   std::vector<uint8_t> resend_;  // bytes to write on TCP before any other
   size_t resend_done_ = 0;
+  // Resuming over TCP after RDMA failed (§5.1): the peer's record is still
+  // to take from TCP (after the ring part), then resume_skip_ bytes.
+  bool resuming_ = false;
+  bool resume_skip_known_ = false;
+  bool resume_peer_unread_ = false;  // bytes of ours the peer had not credited
+  size_t resume_have_ = 0;
+  uint64_t resume_skip_ = 0;
+  uint8_t resume_in_[wire::kResumeRecordSize] = {};
   int resend_fd_ = -1;           // our own dup of the socket while resend_ waits
   int last_fd_ = -1;             // the fd of the latest call (may be closed since)
   uint64_t inode_ = 0;           // the kernel socket's inode (0: unknown)
-  uint64_t eagain_count_ = 0;  // for activity()  // the fd at creation (logs, the engine's liveness check)
+  uint64_t eagain_count_ = 0;  // for activity()
 };
 
 }  // namespace vsock::sock

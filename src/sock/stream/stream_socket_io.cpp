@@ -61,6 +61,8 @@ core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count
   if (written) core::stat_transfer(core::Stat::rdma_bytes_sent, core::Stat::rdma_sends, written.value());
   if (!written && written.error() != EAGAIN) {
     advance();
+    // RDMA failed and the connection went on over TCP: write there.
+    if (peer_reverted_ && !kernel_only() && error_locked() == 0) return send_once(fd, iov, count, flags, false);
     if (error_locked() != 0) {
       int error = take_error_locked();
       return R::fail(error != 0 ? error : EPIPE);
@@ -203,6 +205,12 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
     if (!peeked) return peeked;
     return R::ok(0);
   }
+  if (resuming_ && reader_.tcp_again()) {
+    // RDMA failed and the ring part is read: the peer's Resume record
+    // comes first on TCP (§5.1).
+    core::Result<bool> resumed = take_resume_record(fd);
+    if (!resumed) return resumed.error() == EAGAIN ? R::fail(EAGAIN) : recv_after_reset();
+  }
   ReadPlan plan = reader_.plan(length, flags);
   size_t got = 0;
   if (plan.tcp_length > 0) {
@@ -245,7 +253,12 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
       return R::ok(got);
     } else if (!read) {
       if (got > 0) return R::ok(got);
-      if (read.error() != EAGAIN) advance();
+      if (read.error() != EAGAIN) {
+        advance();
+        // RDMA failed and the connection went on over TCP: read there.
+        if (peer_reverted_ && !kernel_only() && error_locked() == 0 && reader_.ring_left() == 0)
+          return recv_once(fd, iov, count, flags, false);
+      }
       if (read.error() == EAGAIN && read_shut_) return R::ok(0);
       if (error_locked() != 0) return recv_after_reset();
       return R::fail(read.error());
@@ -361,9 +374,12 @@ core::Result<int> StreamSocket::readable_bytes(int fd) {
   using R = core::Result<int>;
   std::unique_lock<std::mutex> held = lock_call();
   progress_locked();
+  if (resuming_ && reader_.tcp_again()) take_resume_record(fd);
   int kernel = 0;
   if (!reader_.on_ring() && sys::real().ioctl(fd, FIONREAD, &kernel) != 0) return R::fail(errno);
   if (kernel_only()) return R::ok(kernel);
+  // The peer's Resume record is no data.
+  if (resuming_) kernel = 0;
   uint64_t ring = channel_ && channel_->started() ? channel_->readable_bytes() : 0;
   core::Result<uint64_t> total = reader_.readable_bytes(static_cast<uint64_t>(kernel), ring);
   if (!total) return R::ok(kernel);
@@ -386,6 +402,7 @@ short StreamSocket::poll_events(int fd, short events, Look) {
   // Events of the completion channel a sleeper woke for (non-blocking).
   if (channel_ && !kernel_only()) channel_->drain_events();
   progress_locked();
+  if (resuming_ && reader_.tcp_again()) take_resume_record(fd);
   pollfd kernel{fd, static_cast<short>(POLLIN | POLLOUT | POLLRDHUP | POLLPRI), 0};
   bool need_kernel = kernel_only() || !reader_.on_ring() || writes_to_kernel() || (events & POLLPRI);
   if (need_kernel && sys::real().poll(&kernel, 1, 0) < 0) kernel.revents = POLLERR;
@@ -405,6 +422,8 @@ short StreamSocket::poll_events(int fd, short events, Look) {
     peer_done = channel_->peer_finished();
   } else if (tcp_eof && switch_may_come()) {
     // The end on TCP may be the switch point: wait for the channel.
+  } else if (resuming_) {
+    // TCP holds the peer's Resume record (or nothing yet), no data.
   } else {
     ready |= static_cast<short>(kernel.revents & POLLIN);
     // TCP bytes up to the switch point, then the ring: readable if the

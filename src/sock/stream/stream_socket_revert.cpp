@@ -37,6 +37,13 @@ bool StreamSocket::revert_begin(int fd) {
   last_fd_ = fd;
   progress_locked();  // a Revert of the peer's may be waiting: then we answer it
   if (kernel_only()) return false;
+  if (resuming_ && !take_resume_record(fd) && error_ == 0) {
+    // Going on over TCP after RDMA failed, and the peer's record or our
+    // ring part is not taken yet: another process cannot take them over.
+    reset_tcp(fd, "handed to another process while resuming on TCP");
+    become_kernel_only();
+    return false;
+  }
   // Nothing of ours can be in a ring, and the peer cannot have committed:
   // a client before its Switch, a server before its Bound. Falling back
   // tears the attempt down and the peer falls back too.
@@ -243,7 +250,7 @@ int StreamSocket::dup_own_fd() const {
 void StreamSocket::finish_peer_revert_locked() {
   // Both directions are plain TCP once the ring part is read and the
   // bytes the peer gave up are written: the kernel serves the socket.
-  if (!peer_reverted_ || revert_posted_ || resend_pending() || reader_.ring_left() != 0) return;
+  if (!peer_reverted_ || revert_posted_ || resend_pending() || resuming_ || reader_.ring_left() != 0) return;
   VSOCK_LOG(kDebug, "fd %d: back on TCP", fd_hint_);
   become_kernel_only();
   notify();

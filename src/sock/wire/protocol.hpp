@@ -13,6 +13,9 @@ inline constexpr uint32_t kSwitchMagic = 0x56534B53;
 inline constexpr uint32_t kBoundMagic = 0x56534B42;
 // "VSKR": Revert, a side's last SEND: it goes back to TCP (fork, SCM_RIGHTS).
 inline constexpr uint32_t kRevertMagic = 0x56534B52;
+// "VSKF": Resume, written on the kernel TCP socket after the switch point
+// when a connection's queue pair fails (docs/protocol.md section 5.1).
+inline constexpr uint32_t kResumeMagic = 0x56534B46;
 // "VSKJ": Reject, the private data of the server library's rdma_reject:
 // why, or where to ask again (the rendezvous's redirect).
 inline constexpr uint32_t kRejectMagic = 0x56534B4A;
