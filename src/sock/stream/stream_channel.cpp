@@ -499,6 +499,16 @@ void StreamChannel::note_idle(int ms) {
   probe();
 }
 
+void StreamChannel::note_sleep(int64_t now_ms) {
+  if (idle_since_ms_ == 0) {
+    idle_since_ms_ = now_ms;
+    return;
+  }
+  if (now_ms - idle_since_ms_ < kProbeIdleMs) return;
+  idle_since_ms_ = now_ms;
+  probe();
+}
+
 // ---------------------------------------------------------------- message --
 
 Status StreamChannel::send_message(const void* data, size_t length) {
@@ -728,7 +738,10 @@ core::Result<int> StreamChannel::progress() {
     if (polled.value() < kPollBatch) break;
   }
   counters_.completions += static_cast<uint64_t>(taken);
-  if (taken > 0) idle_ms_ = 0;
+  if (taken > 0) {
+    idle_ms_ = 0;
+    idle_since_ms_ = 0;
+  }
   replenish_receives();
   pump_sends(false);
   return R::ok(taken);

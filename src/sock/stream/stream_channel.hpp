@@ -205,6 +205,12 @@ class StreamChannel {
   // has added up with no completion in between (over any number of waits:
   // callers often wait in short slices), probes. wait_until() calls it.
   void note_idle(int ms);
+  // The same for a poll/epoll waiter, which sleeps on many sockets and does
+  // not know which woke it: it is about to sleep at now_ms. Once nothing
+  // has arrived for kProbeIdleMs since its first such sleep, probes (so a
+  // peer whose RDMA failed on its own side is noticed, docs/protocol.md
+  // §5.1, even when this side only waits).
+  void note_sleep(int64_t now_ms);
   static constexpr int kProbeIdleMs = 1000;
 
   // --- state -------------------------------------------------------------
@@ -316,6 +322,7 @@ class StreamChannel {
   uint64_t message_sequence_ = 0;  // the last message sent through the send slot
   bool message_slot_used_ = false;
   int idle_ms_ = 0;  // slept without a completion since the last one
+  int64_t idle_since_ms_ = 0;  // note_sleep(): first sleep since the last completion (0: none)
   uint64_t probe_sequence_ = 0;
   uint64_t reset_sequence_ = 0;
   uint64_t fin_sequence_ = 0;

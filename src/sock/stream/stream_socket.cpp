@@ -540,6 +540,8 @@ int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
                       upgrade_.phase() != UpgradePhase::kFailed;
   *slice_ms = pending ? 0 : transitional ? kTransitionSliceMs : kIdleSliceMs;
   if (!pending) core::stat_add(core::Stat::wait_sleeps);
+  if (!pending && channel_ && !kernel_only() && channel_->started() && channel_->error() == 0)
+    channel_->note_sleep(core::monotonic_ms());
   return n;
 }
 
