@@ -138,6 +138,9 @@ struct vsock_stats {
    * removed, retry exceeded) and that went on over TCP with nothing lost
    * (docs/protocol.md section 5.1). */
   uint64_t stream_resumes;
+  /* The process's UD queue pair failed (a send error: its port went down)
+   * and was restarted; meanwhile datagrams went through the kernel. */
+  uint64_t udp_ud_restarts;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

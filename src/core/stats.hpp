@@ -74,7 +74,8 @@ namespace vsock::core {
   X(udp_mcast_receives)        \
   X(udp_mcast_drops_loop)      \
   X(udp_send_errors)           \
-  X(stream_resumes)
+  X(stream_resumes)            \
+  X(udp_ud_restarts)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

@@ -67,6 +67,21 @@ Status UdQueuePair::bring_up() {
   return ok_status();
 }
 
+Status UdQueuePair::restart() {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RESET;
+  int rc = ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
+  if (rc != 0) return Status::fail(report_error(rc, "UD QP %u to RESET", qpn()));
+  return bring_up();
+}
+
+bool UdQueuePair::failed() const {
+  ibv_qp_attr attr{};
+  ibv_qp_init_attr init{};
+  if (qp_ == nullptr || ibv_query_qp(qp_, &attr, IBV_QP_STATE, &init) != 0) return false;
+  return attr.qp_state == IBV_QPS_SQE || attr.qp_state == IBV_QPS_ERR;
+}
+
 UdQueuePair::~UdQueuePair() { reset(); }
 
 void UdQueuePair::reset() {

@@ -80,6 +80,16 @@ class UdQueuePair {
   Status attach_multicast(const ibv_gid& gid, uint16_t lid);
   Status detach_multicast(const ibv_gid& gid, uint16_t lid);
 
+  // After a send error (the QP left RTS: a UD send that fails puts it in
+  // SQE or ERR, e.g. when its port went down): RESET -> INIT -> RTR -> RTS
+  // again, keeping its number, so peers that know it reach it. Every
+  // posted request is gone (no completion comes for it): the caller posts
+  // its receives again. An error while the port is still down.
+  Status restart();
+  // Whether the QP is out of RTS (SQE or ERR; asked of the device: a
+  // system call). False when the device does not answer.
+  bool failed() const;
+
  private:
   void reset();
   Status bring_up();

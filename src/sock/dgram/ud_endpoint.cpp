@@ -108,6 +108,7 @@ void UdEndpoint::reap_sends() {
       if (counters_.send_errors++ == 0)
         VSOCK_LOG(kInfo, "udp: a UD send completed with %s: that datagram is lost", ibv_wc_status_str(wc[i].status));
       core::stat_add(core::Stat::udp_send_errors);
+      note_broken_locked(ibv_wc_status_str(wc[i].status));
     }
     // In order: this send's completion frees its slot and every one before.
     if (wc[i].wr_id + 1 > completed_sends_) completed_sends_ = wc[i].wr_id + 1;
@@ -161,6 +162,7 @@ rdma::Status UdEndpoint::send(ibv_ah* ah, uint32_t qpn, const wire::DatagramHead
   for (int i = 0; i < count; ++i) available += iov[i].iov_len;
   if (available < payload) return rdma::Status::fail(EMSGSIZE);
   std::lock_guard<std::mutex> lock(mu_);
+  if (!usable_locked()) return rdma::Status::fail(ENETDOWN);
   if (posted_sends_ - completed_sends_ >= config_.send_slots) reap_sends();
   if (posted_sends_ - completed_sends_ >= config_.send_slots) {
     ++counters_.slots_exhausted;
@@ -173,7 +175,10 @@ rdma::Status UdEndpoint::send(ibv_ah* ah, uint32_t qpn, const wire::DatagramHead
   ibv_send_wr* bad = nullptr;
   rdma::Status sent = qp_.post_send(&wr, &bad);
   core::stat_add(core::Stat::udp_ud_posts);
-  if (!sent) release_unposted(first, bad);
+  if (!sent) {
+    release_unposted(first, bad);
+    note_broken_locked("a post failed");
+  }
   return sent;
 }
 
@@ -198,6 +203,7 @@ rdma::Status UdEndpoint::send_datagrams(const UdOutgoing* datagrams, size_t coun
   // Where each datagram's requests end in wrs (its last one is end - 1).
   uint32_t ends[kMaxChain];
   std::lock_guard<std::mutex> lock(mu_);
+  if (!usable_locked()) return rdma::Status::fail(ENETDOWN);
   const uint64_t first = posted_sends_;
   uint32_t used = 0;
   size_t taken = 0;
@@ -251,6 +257,7 @@ rdma::Status UdEndpoint::send_datagrams(const UdOutgoing* datagrams, size_t coun
     // part of one is never reassembled, so sending it again elsewhere (the
     // kernel) delivers it once.
     const uint64_t unposted = release_unposted(first, bad);
+    note_broken_locked("a post failed");
     size_t whole = 0;
     while (whole < taken && first + ends[whole] <= unposted) ++whole;
     *posted = whole;
@@ -268,6 +275,7 @@ bool UdEndpoint::finish_sends(ibv_ah* ah, uint32_t qpn, const wire::DatagramHead
       std::lock_guard<std::mutex> lock(mu_);
       reap_sends();
       if (completed_sends_ >= posted_sends_) return true;
+      if (broken_.load(std::memory_order_relaxed)) return false;  // in flight when it failed: lost
       // A completion is coming for the last send only if it asked for one.
       if (!fenced && last_signaled_ < posted_sends_ && posted_sends_ - completed_sends_ < config_.send_slots) {
         ibv_send_wr wr;
@@ -304,6 +312,8 @@ uint64_t UdEndpoint::release_unposted(uint64_t first, const ibv_send_wr* bad) {
 
 int UdEndpoint::poll(ArrivalHandler handler, void* context, int max) {
   std::lock_guard<std::mutex> lock(mu_);
+  // A process that only receives restarts a failed queue pair here.
+  if (broken_.load(std::memory_order_relaxed) && !usable_locked()) return 0;
   int taken = 0;
   while (taken < max) {
     ibv_wc wc[kPollBatch];
@@ -313,7 +323,13 @@ int UdEndpoint::poll(ArrivalHandler handler, void* context, int max) {
     for (int i = 0; i < got.value(); ++i) {
       const uint32_t index = static_cast<uint32_t>(wc[i].wr_id);
       if (index >= config_.receive_depth) continue;  // not ours: never happens
-      if (wc[i].status == IBV_WC_WR_FLUSH_ERR) continue;  // the QP is going away
+      if (wc[i].status == IBV_WC_WR_FLUSH_ERR) {
+        // Its receives come back unused: the QP failed — or failed before
+        // a restart, whose flushes may still be arriving (the buffer is
+        // posted again already): asked of the device.
+        if (!broken_.load(std::memory_order_relaxed) && qp_.failed()) note_broken_locked("receives flushed");
+        continue;
+      }
       repost_.push_back(index);
       if (wc[i].status != IBV_WC_SUCCESS) {
         ++counters_.receive_errors;
@@ -350,6 +366,42 @@ int UdEndpoint::poll(ArrivalHandler handler, void* context, int max) {
   if (!repost_.empty() && post_receives(repost_.data(), repost_.size())) repost_.clear();
   if (taken > 0) productive_polls_.store(productive_polls_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   return taken;
+}
+
+void UdEndpoint::note_broken_locked(const char* why) {
+  if (broken_.load(std::memory_order_relaxed)) return;
+  broken_.store(true, std::memory_order_relaxed);
+  restart_at_ms_ = core::monotonic_ms() + kRestartEveryMs;
+  VSOCK_LOG(kInfo, "udp: UD QP %u failed (%s): datagrams go through the kernel until it restarts", qp_.qpn(), why);
+}
+
+bool UdEndpoint::usable_locked() {
+  if (!broken_.load(std::memory_order_relaxed)) return true;
+  const int64_t now = core::monotonic_ms();
+  if (now < restart_at_ms_) return false;
+  restart_at_ms_ = now + kRestartEveryMs;
+  // What the queues still report is from before the failure: nothing to
+  // deliver (a datagram received then is lost, as UDP allows).
+  ibv_wc wc[kPollBatch];
+  for (int round = 0; round < 1024; ++round) {
+    core::Result<int> sends = send_cq_.poll(wc, kPollBatch);
+    core::Result<int> receives = receive_cq_.poll(wc, kPollBatch);
+    if ((!sends || sends.value() == 0) && (!receives || receives.value() == 0)) break;
+  }
+  // Not while the port is down: a restart then fails again at once.
+  ibv_port_attr port{};
+  if (ibv_query_port(qp_.get()->context, port_, &port) != 0 || port.state != IBV_PORT_ACTIVE) return false;
+  if (!qp_.restart()) return false;
+  completed_sends_ = posted_sends_;  // nothing is in flight any more
+  last_signaled_ = posted_sends_;
+  repost_.clear();
+  std::vector<uint32_t> all(config_.receive_depth);
+  for (uint32_t i = 0; i < config_.receive_depth; ++i) all[i] = i;
+  if (!post_receives(all.data(), all.size())) return false;
+  broken_.store(false, std::memory_order_relaxed);
+  core::stat_add(core::Stat::udp_ud_restarts);
+  VSOCK_LOG(kInfo, "udp: UD QP %u restarted: datagrams go over UD again", qp_.qpn());
+  return true;
 }
 
 rdma::Status UdEndpoint::arm() {

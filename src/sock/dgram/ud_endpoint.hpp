@@ -20,6 +20,14 @@
 // through the kernel. Nothing above the MTU is ever posted (rxe drops it
 // without a word): EMSGSIZE.
 //
+// Failure: a UD send that fails (its port went down, the device reset)
+// takes the queue pair out of RTS, and from then on every datagram posted
+// would be lost. The endpoint notices (a failed completion or post, or
+// flushed receives), and its sends fail with ENETDOWN — the caller sends
+// through the kernel — until it has restarted the queue pair (same number,
+// so peers that know it reach it again) and posted its receives again: at
+// the next send or poll, at most once per kRestartEveryMs.
+//
 // Threads: every call takes the endpoint's mutex (held for a post or one
 // poll, never across a sleep). polls() and last_arm_ms() are read without
 // it, by the receive progress thread (receive_progress.hpp).
@@ -152,6 +160,9 @@ class UdEndpoint {
   void drain_events();
 
   UdEndpointCounters counters() const;
+  // The queue pair failed and is not restarted yet (lock-free).
+  bool broken() const { return broken_.load(std::memory_order_relaxed); }
+  static constexpr int kRestartEveryMs = 1000;
   // How many poll() calls have taken at least one completion so far, and
   // when a sleeper last called arm() (monotonic ms; 0: never): read without
   // the lock, by the receive progress thread.
@@ -177,6 +188,10 @@ class UdEndpoint {
   void fill_slot(const wire::DatagramHeader& header, const iovec* iov, int count, size_t offset, size_t length,
                  ibv_ah* ah, uint32_t qpn, ibv_send_wr* wr, ibv_sge* sge, bool signal_it = false);
   void reap_sends();
+  // Under mu_: whether sends may be posted now; restarts a broken queue
+  // pair when its time has come.
+  bool usable_locked();
+  void note_broken_locked(const char* why);
   uint8_t* receive_buffer(uint32_t index) const { return receive_pool_.data() + size_t{index} * receive_stride_; }
 
   mutable std::mutex mu_;
@@ -185,6 +200,8 @@ class UdEndpoint {
   std::atomic<bool> maybe_event_{false};
   std::atomic<uint64_t> productive_polls_{0};
   std::atomic<int64_t> last_arm_ms_{0};
+  std::atomic<bool> broken_{false};
+  int64_t restart_at_ms_ = 0;  // when a broken queue pair is tried again
   uint8_t port_ = 0;
   size_t mtu_bytes_ = 0;
   size_t receive_stride_ = 0;

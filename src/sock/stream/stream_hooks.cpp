@@ -14,6 +14,7 @@
 #include "sock/dgram/datagram_hooks.hpp"
 #include "sock/dgram/datagram_socket.hpp"
 #include "sock/offload_rules.hpp"
+#include "sock/upgrade/failed_paths.hpp"
 #include "sock/upgrade/listener_boards.hpp"
 #include "sock/upgrade/upgrade_engine.hpp"
 #include "sock/wire/endpoint.hpp"
@@ -65,7 +66,9 @@ void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t pe
   sys::ReentryGuard guard;
   UpgradeEngine* engine = upgrade_engine();
   if (engine == nullptr) return;
-  if (engine->peer_failed_recently(peer, peer_len)) {
+  // A peer that failed to upgrade lately, or whose RDMA path failed under
+  // a live connection (docs/protocol.md §5.1): TCP until the memory ends.
+  if (engine->peer_failed_recently(peer, peer_len) || path_failed_recently(peer, peer_len)) {
     core::stat_add(core::Stat::fallback_cached_peer);
     state->kernel_reason.store(KernelReason::kCachedPeer);
     return;

@@ -284,6 +284,8 @@ class StreamSocket final : public ManagedSocket {
   // record is bad (then the connection is reset).
   core::Result<bool> take_resume_record(int fd);
   core::Result<bool> lose_resume(int error, const char* why);
+  // New connections to this peer stay on TCP for a while (failed_paths).
+  void note_peer_path_failed() const;
   // Writes what a peer's Revert left to resend (non-blocking), then a
   // shutdown(SHUT_WR) that waited for it; leaves the socket to the kernel
   // once the ring part is read too.

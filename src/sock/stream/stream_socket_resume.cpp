@@ -16,6 +16,7 @@
 #include "core/log.hpp"
 #include "core/stats.hpp"
 #include "sock/stream/stream_socket.hpp"
+#include "sock/upgrade/failed_paths.hpp"
 #include "sock/wire/resume_record.hpp"
 #include "sys/real_calls.hpp"
 
@@ -54,11 +55,22 @@ bool StreamSocket::resume_on_tcp() {
   resume_peer_unread_ = resent.value() > 0;
   resend_shut_wr_ = write_shut_;  // the kernel's FIN after what we resend
   core::stat_add(core::Stat::stream_resumes);
+  note_peer_path_failed();
   VSOCK_LOG(kInfo, "fd %d: RDMA failed (%s): the connection goes on over TCP (%llu ring bytes to read, %zu to resend)",
             fd_hint_, channel_->failure(), static_cast<unsigned long long>(reader_.ring_left()), resent.value());
   flush_resend_locked();
   notify();
   return true;
+}
+
+void StreamSocket::note_peer_path_failed() const {
+  int own = dup_own_fd();
+  if (own < 0) return;
+  sockaddr_storage peer{};
+  socklen_t len = sizeof peer;
+  if (sys::real().getpeername(own, reinterpret_cast<sockaddr*>(&peer), &len) == 0)
+    note_failed_path(reinterpret_cast<sockaddr*>(&peer), len);
+  sys::real().close(own);
 }
 
 core::Result<bool> StreamSocket::take_resume_record(int fd) {
