@@ -312,8 +312,9 @@ uint64_t UdEndpoint::release_unposted(uint64_t first, const ibv_send_wr* bad) {
 
 int UdEndpoint::poll(ArrivalHandler handler, void* context, int max) {
   std::lock_guard<std::mutex> lock(mu_);
-  // A process that only receives restarts a failed queue pair here.
-  if (broken_.load(std::memory_order_relaxed) && !usable_locked()) return 0;
+  // A process that only receives restarts a failed queue pair here (a QP
+  // whose send queue alone failed still receives meanwhile).
+  if (broken_.load(std::memory_order_relaxed)) usable_locked();
   int taken = 0;
   while (taken < max) {
     ibv_wc wc[kPollBatch];
@@ -380,18 +381,20 @@ bool UdEndpoint::usable_locked() {
   const int64_t now = core::monotonic_ms();
   if (now < restart_at_ms_) return false;
   restart_at_ms_ = now + kRestartEveryMs;
-  // What the queues still report is from before the failure: nothing to
-  // deliver (a datagram received then is lost, as UDP allows).
+  // Not while the port is down: a restart then fails again at once.
+  ibv_port_attr port{};
+  if (ibv_query_port(qp_.get()->context, port_, &port) != 0 || port.state != IBV_PORT_ACTIVE) return false;
+  if (!qp_.restart()) return false;
+  // Through RESET the queue pair forgot every posted request; what the
+  // queues still report is from before (nothing posted since): dropped,
+  // so that no buffer is posted twice (a datagram received then is lost,
+  // as UDP allows).
   ibv_wc wc[kPollBatch];
   for (int round = 0; round < 1024; ++round) {
     core::Result<int> sends = send_cq_.poll(wc, kPollBatch);
     core::Result<int> receives = receive_cq_.poll(wc, kPollBatch);
     if ((!sends || sends.value() == 0) && (!receives || receives.value() == 0)) break;
   }
-  // Not while the port is down: a restart then fails again at once.
-  ibv_port_attr port{};
-  if (ibv_query_port(qp_.get()->context, port_, &port) != 0 || port.state != IBV_PORT_ACTIVE) return false;
-  if (!qp_.restart()) return false;
   completed_sends_ = posted_sends_;  // nothing is in flight any more
   last_signaled_ = posted_sends_;
   repost_.clear();

@@ -378,8 +378,9 @@ core::Result<int> StreamSocket::readable_bytes(int fd) {
   int kernel = 0;
   if (!reader_.on_ring() && sys::real().ioctl(fd, FIONREAD, &kernel) != 0) return R::fail(errno);
   if (kernel_only()) return R::ok(kernel);
-  // The peer's Resume record is no data.
-  if (resuming_) kernel = 0;
+  // The peer's Resume record is no data: only the TCP part before it is.
+  if (resuming_ && reader_.switch_known() && static_cast<uint64_t>(kernel) > reader_.tcp_remaining())
+    kernel = static_cast<int>(reader_.tcp_remaining());
   uint64_t ring = channel_ && channel_->started() ? channel_->readable_bytes() : 0;
   core::Result<uint64_t> total = reader_.readable_bytes(static_cast<uint64_t>(kernel), ring);
   if (!total) return R::ok(kernel);
@@ -422,7 +423,7 @@ short StreamSocket::poll_events(int fd, short events, Look) {
     peer_done = channel_->peer_finished();
   } else if (tcp_eof && switch_may_come()) {
     // The end on TCP may be the switch point: wait for the channel.
-  } else if (resuming_) {
+  } else if (resuming_ && reader_.tcp_again()) {
     // TCP holds the peer's Resume record (or nothing yet), no data.
   } else {
     ready |= static_cast<short>(kernel.revents & POLLIN);
