@@ -51,6 +51,7 @@ enum class KernelWhy : uint8_t {
   kHandedOff,        // went back to TCP: handed to another process (fork, SCM_RIGHTS) or the peer did
   kCachedPeer,       // not tried: an upgrade to this peer failed lately (peer_fail_cache_s)
   kNoRequest,        // accepted, but no upgrade request came (the client runs no libvsock)
+  kRdmaFailed,       // went back to TCP: its RDMA path failed under it (link, port, device; protocol §5.1)
   kCount
 };
 const char* socket_path_name(SocketPath path);

@@ -23,6 +23,7 @@ void StreamSocket::snapshot(StreamSnapshot* out) {
   out->fallback = upgrade_.fallback_reason();
   out->kernel_only = kernel_only();
   out->reverted = writer_.reverted() || reader_.reverted();
+  out->resumed = resumed_;
   out->has_channel = channel_ != nullptr;
   if (channel_ != nullptr) {
     const StreamCounters& counters = channel_->counters();
@@ -91,7 +92,7 @@ void classify_stream(const StreamSnapshot& s, KernelReason registry_reason, core
     case UpgradePhase::kSwitched:
       if (s.reverted || s.kernel_only) {
         *path = core::SocketPath::kReverted;
-        *why = core::KernelWhy::kHandedOff;
+        *why = s.resumed ? core::KernelWhy::kRdmaFailed : core::KernelWhy::kHandedOff;
       } else {
         *path = core::SocketPath::kRdma;
       }

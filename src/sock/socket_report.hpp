@@ -18,6 +18,7 @@ struct StreamSnapshot {
   FallbackReason fallback = FallbackReason::kNone;
   bool kernel_only = false;
   bool reverted = false;     // a Revert went either way (docs/protocol.md §5)
+  bool resumed = false;      // ... or RDMA failed under it and it went on over TCP (§5.1)
   bool has_channel = false;
   uint64_t rdma_bytes_sent = 0;
   uint64_t rdma_bytes_received = 0;

@@ -54,6 +54,19 @@ TEST(SocketReport, RevertedAfterTheSwitchIsHandedOff) {
   EXPECT_EQ(classify(s).path, core::SocketPath::kReverted);
 }
 
+TEST(SocketReport, ResumedAfterRdmaFailedSaysSo) {
+  StreamSnapshot s;
+  s.phase = UpgradePhase::kSwitched;
+  s.reverted = true;
+  s.resumed = true;
+  Classified c = classify(s);
+  EXPECT_EQ(c.path, core::SocketPath::kReverted);
+  EXPECT_EQ(c.why, core::KernelWhy::kRdmaFailed);
+  s.reverted = false;
+  s.kernel_only = true;  // the resume completed: the kernel's socket now
+  EXPECT_EQ(classify(s).why, core::KernelWhy::kRdmaFailed);
+}
+
 TEST(SocketReport, NoUpgradeTakesTheRegistryReason) {
   StreamSnapshot s;
   EXPECT_EQ(classify(s).why, core::KernelWhy::kUndecided);

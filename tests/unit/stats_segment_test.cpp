@@ -201,6 +201,7 @@ TEST(StatsSegment, NamesOfPathsAndReasons) {
   EXPECT_STREQ(kernel_why_name(KernelWhy::kHandedOff), "handed_off");
   EXPECT_STREQ(kernel_why_name(KernelWhy::kCachedPeer), "cached_peer");
   EXPECT_STREQ(kernel_why_name(KernelWhy::kNoRequest), "no_request");
+  EXPECT_STREQ(kernel_why_name(KernelWhy::kRdmaFailed), "rdma_failed");
   EXPECT_STREQ(kernel_why_name(KernelWhy::kCount), "unknown");
 }
 

@@ -353,6 +353,7 @@ class StreamSocket final : public ManagedSocket {
   // Resuming over TCP after RDMA failed (§5.1): the peer's record is still
   // to take from TCP (after the ring part), then resume_skip_ bytes.
   bool resuming_ = false;
+  bool resumed_ = false;  // it did (for vsock-stat's reason)
   bool resume_skip_known_ = false;
   bool resume_peer_unread_ = false;  // bytes of ours the peer had not credited
   size_t resume_have_ = 0;

@@ -52,6 +52,7 @@ bool StreamSocket::resume_on_tcp() {
   writer_.revert();
   peer_reverted_ = true;
   resuming_ = true;
+  resumed_ = true;
   resume_peer_unread_ = resent.value() > 0;
   resend_shut_wr_ = write_shut_;  // the kernel's FIN after what we resend
   core::stat_add(core::Stat::stream_resumes);
