@@ -17,7 +17,8 @@ requests=${VSOCK_APP_REQUESTS:-200000}
 clients=20
 read -r dev netdev <<<"$(rdma link show | sed -n 's/^link \([^/]*\)\/[0-9]* .* netdev \([^ ]*\).*/\1 \2/p' | head -n1)"
 [ -n "$netdev" ] || app_fail "no rdma link: $(rdma link show)"
-trap 'ip link set "$netdev" up 2>/dev/null' EXIT
+# The port comes back up whatever happens (app_on_exit stops the servers).
+trap 'status=$?; ip link set "$netdev" up 2>/dev/null; (exit $status); app_on_exit' EXIT
 counter=/sys/class/infiniband/$dev/ports/1/hw_counters/rcvd_pkts
 
 info() {  # info PORT SECTION FIELD, without the library
