@@ -64,15 +64,19 @@ core::Result<std::unique_ptr<UdEndpoint>> UdEndpoint::create(const rdma::Device&
   if (!send_pool) return R::fail(send_pool.error());
   e.send_pool_ = std::move(send_pool.value());
 
-  std::vector<uint32_t> all(config.receive_depth);
-  for (uint32_t i = 0; i < config.receive_depth; ++i) all[i] = i;
-  rdma::Status posted = e.post_receives(all.data(), all.size());
+  rdma::Status posted = e.post_all_receives();
   if (!posted) return R::fail(posted.error());
   e.repost_.reserve(config.repost_batch);
   return R::ok(std::move(endpoint));
 }
 
 UdEndpoint::~UdEndpoint() = default;
+
+rdma::Status UdEndpoint::post_all_receives() {
+  std::vector<uint32_t> all(config_.receive_depth);
+  for (uint32_t i = 0; i < config_.receive_depth; ++i) all[i] = i;
+  return post_receives(all.data(), all.size());
+}
 
 rdma::Status UdEndpoint::post_receives(const uint32_t* indexes, size_t count) {
   // One chain per call: one doorbell for the batch.
@@ -398,9 +402,7 @@ bool UdEndpoint::usable_locked() {
   completed_sends_ = posted_sends_;  // nothing is in flight any more
   last_signaled_ = posted_sends_;
   repost_.clear();
-  std::vector<uint32_t> all(config_.receive_depth);
-  for (uint32_t i = 0; i < config_.receive_depth; ++i) all[i] = i;
-  if (!post_receives(all.data(), all.size())) return false;
+  if (!post_all_receives()) return false;
   broken_.store(false, std::memory_order_relaxed);
   core::stat_add(core::Stat::udp_ud_restarts);
   VSOCK_LOG(kInfo, "udp: UD QP %u restarted: datagrams go over UD again", qp_.qpn());

@@ -160,9 +160,6 @@ class UdEndpoint {
   void drain_events();
 
   UdEndpointCounters counters() const;
-  // The queue pair failed and is not restarted yet (lock-free).
-  bool broken() const { return broken_.load(std::memory_order_relaxed); }
-  static constexpr int kRestartEveryMs = 1000;
   // How many poll() calls have taken at least one completion so far, and
   // when a sleeper last called arm() (monotonic ms; 0: never): read without
   // the lock, by the receive progress thread.
@@ -178,7 +175,10 @@ class UdEndpoint {
 
  private:
   UdEndpoint() = default;
+  static constexpr int kRestartEveryMs = 1000;
   rdma::Status post_receives(const uint32_t* indexes, size_t count);
+  // Posts every buffer of the receive pool (at creation, after a restart).
+  rdma::Status post_all_receives();
   // Takes back the slots filled from `first` on that were not posted (a
   // failed post: from `bad` on, or all when it is null) and returns the
   // number of the first of them.
