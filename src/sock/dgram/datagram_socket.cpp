@@ -56,19 +56,6 @@ bool is_loopback(const PathKey& key) {
   return std::memcmp(key.address, v6_loopback, 16) == 0;
 }
 
-// Addresses UD does not reach one to one: multicast, broadcast, any.
-bool is_unicast(const PathKey& key) {
-  static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (std::memcmp(key.address, v4_prefix, 12) == 0) {
-    uint8_t first = key.address[12];
-    bool any = first == 0 && key.address[13] == 0 && key.address[14] == 0 && key.address[15] == 0;
-    bool broadcast = key.address[12] == 255 && key.address[13] == 255 && key.address[14] == 255 &&
-                     key.address[15] == 255;
-    return !any && !broadcast && (first < 224 || first > 239);
-  }
-  return key.address[0] != 0xff;  // IPv6 multicast
-}
-
 }  // namespace
 
 DatagramSocket::DatagramSocket(int domain)

@@ -36,6 +36,18 @@ bool path_key_of(const sockaddr* address, socklen_t length, PathKey* out) {
   return false;
 }
 
+bool is_unicast(const PathKey& key) {
+  static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(key.address, v4_prefix, 12) == 0) {
+    uint8_t first = key.address[12];
+    bool any = first == 0 && key.address[13] == 0 && key.address[14] == 0 && key.address[15] == 0;
+    bool broadcast = key.address[12] == 255 && key.address[13] == 255 && key.address[14] == 255 &&
+                     key.address[15] == 255;
+    return !any && !broadcast && (first < 224 || first > 239);
+  }
+  return key.address[0] != 0xff;  // IPv6 multicast
+}
+
 bool PathCache::AddressKey::operator<(const AddressKey& other) const {
   return std::memcmp(bytes, other.bytes, sizeof bytes) < 0;
 }

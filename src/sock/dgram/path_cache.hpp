@@ -43,6 +43,9 @@ struct PathKey {
 };
 // The key of an AF_INET/AF_INET6 address; false for anything else.
 bool path_key_of(const sockaddr* address, socklen_t length, PathKey* out);
+// False for the addresses UD does not reach one to one: multicast (IPv4
+// 224/4, IPv6 ff00::/8), the IPv4 broadcast and any addresses.
+bool is_unicast(const PathKey& key);
 
 struct UdPath {
   ibv_ah* ah = nullptr;
