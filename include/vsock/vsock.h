@@ -141,6 +141,13 @@ struct vsock_stats {
   /* The process's UD queue pair failed (a send error: its port went down)
    * and was restarted; meanwhile datagrams went through the kernel. */
   uint64_t udp_ud_restarts;
+  /* ANNOUNCE messages sent (a socket whose datagram went through the
+   * kernel while its destination was being resolved: once resolved, the
+   * destination is told the path back, at most once per socket and
+   * resolution) and received (the path back to that socket is learnt;
+   * nothing is delivered). */
+  uint64_t udp_announces_sent;
+  uint64_t udp_announces_received;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

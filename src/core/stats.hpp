@@ -75,7 +75,9 @@ namespace vsock::core {
   X(udp_mcast_drops_loop)      \
   X(udp_send_errors)           \
   X(stream_resumes)            \
-  X(udp_ud_restarts)
+  X(udp_ud_restarts)           \
+  X(udp_announces_sent)        \
+  X(udp_announces_received)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

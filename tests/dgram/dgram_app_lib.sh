@@ -33,7 +33,8 @@ dg_udp() {
   UD_SENDS=${APP_STATS[udp_ud_sends]:-0} K_SENDS=${APP_STATS[udp_kernel_sends]:-0}
   UD_RECVS=${APP_STATS[udp_ud_receives]:-0} K_RECVS=${APP_STATS[udp_kernel_receives]:-0}
   for name in udp_sockets udp_ud_sends udp_kernel_sends udp_ud_receives udp_kernel_receives udp_resolutions \
-      udp_resolution_failures udp_drops_budget udp_drops_reassembly udp_drops_unknown_socket udp_revokes_sent; do
+      udp_resolution_failures udp_drops_budget udp_drops_reassembly udp_drops_unknown_socket udp_revokes_sent \
+      udp_announces_sent udp_announces_received; do
     line+=" $name=${APP_STATS[$name]:-0}"
   done
   app_log "$what:$line"

@@ -7,7 +7,8 @@
 // runs, one after the other, printing a line per mode:
 //   1 garbage       random bytes of random lengths 0..MTU: nothing back;
 //   2 bad headers   valid magic, each field broken in turn: nothing back;
-//   3 unknown cookie a valid DATA naming a cookie the server lacks: an
+//   3 unknown cookie a valid ANNOUNCE naming a cookie the server lacks:
+//                   nothing back; then a valid DATA naming it: an
 //                   UNREACH back (source cookie = the one named, destination
 //                   cookie = ours, ports swapped, the DATA's id), in
 //                   bounded time;
@@ -484,7 +485,7 @@ void mode_bad_headers(Peer& peer, Outcome* out, uint32_t* next_id) {
       {"version 2", [](std::vector<uint8_t>& m) { m[4] = 2; }},
       {"version 0", [](std::vector<uint8_t>& m) { m[4] = 0; }},
       {"type 0", [](std::vector<uint8_t>& m) { m[5] = 0; }},
-      {"type 4", [](std::vector<uint8_t>& m) { m[5] = 4; }},
+      {"type 5", [](std::vector<uint8_t>& m) { m[5] = 5; }},
       {"type 0xff", [](std::vector<uint8_t>& m) { m[5] = 0xff; }},
       {"flags 0x04 (unknown bit)", [](std::vector<uint8_t>& m) { m[6] = 0x04; }},
       {"flags 0x80 (unknown bit)", [](std::vector<uint8_t>& m) { m[6] = 0x80; }},
@@ -528,6 +529,7 @@ void mode_bad_headers(Peer& peer, Outcome* out, uint32_t* next_id) {
       {"destination cookie 0 (unicast)", [](std::vector<uint8_t>& m) { std::memset(m.data() + 16, 0, 8); }},
       {"REVOKE with a datagram id and payload", [](std::vector<uint8_t>& m) { m[5] = 3; }},
       {"UNREACH with payload", [](std::vector<uint8_t>& m) { m[5] = 2; }},
+      {"ANNOUNCE with a datagram id and payload", [](std::vector<uint8_t>& m) { m[5] = 4; }},
       {"header cut to 39 bytes", [](std::vector<uint8_t>& m) { m.resize(39); }},
       {"header cut to 4 bytes (the magic alone)", [](std::vector<uint8_t>& m) { m.resize(4); }},
   };
@@ -561,6 +563,18 @@ void mode_bad_headers(Peer& peer, Outcome* out, uint32_t* next_id) {
 
 void mode_unknown_cookie(Peer& peer, Outcome* out, uint32_t* next_id) {
   const uint64_t bogus = peer.server_cookie() ^ 0x5a5a5a5a00000001ull;
+  // An ANNOUNCE naming a cookie the server does not have is dropped
+  // without an answer (docs/protocol.md §6): nothing comes back.
+  DatagramHeader announce = peer.data_header(0, bogus);
+  announce.type = DatagramType::kAnnounce;
+  int announce_back = -1;
+  if (peer.send_message(announce, nullptr, 0)) {
+    peer.drain_sends(kReplyMs);
+    announce_back = expect_nothing(peer, "announce to an unknown cookie");
+  }
+  printf("%s: mode 3 unknown cookie: an ANNOUNCE naming %016llx: %d messages came back\n", kProgram,
+         static_cast<unsigned long long>(bogus), announce_back);
+  if (announce_back != 0) out->fail("unknown cookie", "an ANNOUNCE was answered (or could not be sent)");
   uint8_t payload[32];
   for (size_t i = 0; i < sizeof payload; ++i) payload[i] = static_cast<uint8_t>(i * 3);
   int unreaches = 0, others = 0, attempts = 0;

@@ -7,7 +7,9 @@
 // parsed header (one wire form); the fragment's span lies inside the
 // declared datagram and is as long as the payload; DATA names its sockets
 // (a destination cookie exactly when unicast), control messages carry no
-// payload, flags or fragments; no other message of the protocol parses.
+// payload, flags or fragments, UNREACH and ANNOUNCE name their socket,
+// REVOKE and ANNOUNCE carry no datagram id; no other message of the
+// protocol parses.
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -48,9 +50,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(multicast || !(h.flags & kDatagramFlagNoLoop));
     FUZZ_CHECK(h.destination_port != 0);
   } else {
-    FUZZ_CHECK(h.type == DatagramType::kUnreach || h.type == DatagramType::kRevoke);
+    FUZZ_CHECK(h.type == DatagramType::kUnreach || h.type == DatagramType::kRevoke ||
+               h.type == DatagramType::kAnnounce);
     FUZZ_CHECK(h.flags == 0 && h.payload_length == 0 && h.total_length == 0);
     FUZZ_CHECK(h.fragment_count == 1 && h.fragment_index == 0);
+    if (h.type != DatagramType::kRevoke) FUZZ_CHECK(h.destination_port != 0 && h.destination_cookie != 0);
+    if (h.type != DatagramType::kUnreach) FUZZ_CHECK(h.datagram_id == 0);
   }
 
   FUZZ_CHECK(!parse_revert_message(data, size).has_value());

@@ -82,7 +82,7 @@ def reject(nonce, reason, port=0):
     return b"VSKJ" + bytes([1, 0, 0, 0]) + struct.pack(">QBBH", nonce, reason, 0, port)
 
 
-DATA, UNREACH, REVOKE = 1, 2, 3
+DATA, UNREACH, REVOKE, ANNOUNCE = 1, 2, 3, 4
 MULTICAST, NO_LOOP = 1, 2
 
 
@@ -225,6 +225,9 @@ SEEDS = {
         "revoke_all": datagram(REVOKE, 5000, 0, 0, 0, 0x20),
         "revoke_one": datagram(REVOKE, 5000, 53, 0, 0x10, 0x20),
         "unreach_with_payload": datagram(UNREACH, 53, 5000, 1, 0x20, 0x10, total=4),
+        "announce": datagram(ANNOUNCE, 40000, 5201, 0, 0x10, 0x20),
+        "announce_with_payload": datagram(ANNOUNCE, 40000, 5201, 0, 0x10, 0x20, total=4),
+        "announce_with_id": datagram(ANNOUNCE, 40000, 5201, 9, 0x10, 0x20),
         "revert_magic": b"VSKR" + datagram(DATA, 5000, 53, 1, 0x10, 0x20, total=8)[4:],
     },
     "fuzz_grh": {

@@ -52,6 +52,16 @@ DatagramHeader sample_revoke() {
   return h;
 }
 
+DatagramHeader sample_announce() {
+  DatagramHeader h;
+  h.type = DatagramType::kAnnounce;
+  h.source_port = 40000;
+  h.source_cookie = 0x20;
+  h.destination_port = 5201;
+  h.destination_cookie = 0x10;
+  return h;
+}
+
 // The header followed by its payload_length bytes, as a receive delivers it
 // once the GRH is taken off.
 Bytes message(const DatagramHeader& h) {
@@ -141,7 +151,8 @@ TEST(DatagramHeader, EveryTypeRoundTrips) {
   DatagramHeader addressed_revoke = sample_revoke();
   addressed_revoke.destination_port = 1234;
   addressed_revoke.destination_cookie = 0x10;
-  for (const DatagramHeader& h : {sample_data(), multicast, sample_unreach(), broadcast_revoke, addressed_revoke}) {
+  for (const DatagramHeader& h :
+       {sample_data(), multicast, sample_unreach(), broadcast_revoke, addressed_revoke, sample_announce()}) {
     Bytes bytes = message(h);
     core::Result<DatagramHeader> parsed = parse_datagram_header(bytes.data(), bytes.size());
     ASSERT_TRUE(parsed.has_value()) << static_cast<int>(h.type);
@@ -193,7 +204,7 @@ TEST(DatagramHeader, RejectsMagicVersionTypeReserved) {
     bad[i] ^= 0x01;
     EXPECT_EQ(parse_error(bad), EPROTO) << i;
   }
-  for (int type : {0, 4, 0x81, 0xFF}) {
+  for (int type : {0, 5, 0x81, 0xFF}) {
     Bytes bad = good;
     bad[5] = static_cast<uint8_t>(type);
     EXPECT_EQ(parse_error(bad), EPROTO) << type;
@@ -265,7 +276,7 @@ TEST(DatagramHeader, RejectsDataWithoutAddressing) {
 }
 
 TEST(DatagramHeader, RejectsControlMessagesThatClaimPayloadOrFragments) {
-  for (const DatagramHeader& control : {sample_unreach(), sample_revoke()}) {
+  for (const DatagramHeader& control : {sample_unreach(), sample_revoke(), sample_announce()}) {
     DatagramHeader h = control;
     h.total_length = 5;
     h.payload_length = 5;
@@ -308,6 +319,47 @@ TEST(DatagramHeader, RejectsUnreachAndRevokeWithoutTheirFields) {
   h = sample_revoke();
   h.destination_cookie = 0x10;  // a cookie without a port
   EXPECT_EQ(parse_error(h), EPROTO);
+}
+
+TEST(DatagramHeader, AnnounceLayoutMatchesTheDocument) {
+  const Bytes want = {
+      'V',  'S',  'K',  'D',  1,    4,    0,    0,     // magic, version, type ANNOUNCE, flags, reserved
+      0x9C, 0x40, 0x14, 0x51,                          // source port 40000, destination port 5201
+      0,    0,    0,    0,                             // datagram id 0
+      0,    0,    0,    0,    0,    0,    0,    0x10,  // destination cookie
+      0,    0,    0,    0,    0,    0,    0,    0x20,  // source cookie
+      0,    0,    0,    1,                             // fragment 0 of 1
+      0,    0,    0,    0,                             // no datagram, no payload
+  };
+  Bytes out(kDatagramHeaderSize);
+  encode(sample_announce(), out.data());
+  EXPECT_EQ(out, want);
+}
+
+TEST(DatagramHeader, RejectsAnnounceWithoutItsFields) {
+  // It names the socket it is for (the one the resolution answered with),
+  // and carries no datagram id.
+  DatagramHeader h = sample_announce();
+  h.destination_cookie = 0;
+  EXPECT_EQ(parse_error(h), EPROTO);
+  h = sample_announce();
+  h.destination_port = 0;
+  EXPECT_EQ(parse_error(h), EPROTO);
+  h = sample_announce();
+  h.destination_port = 0;
+  h.destination_cookie = 0;  // no "every socket" form, unlike REVOKE
+  EXPECT_EQ(parse_error(h), EPROTO);
+  h = sample_announce();
+  h.datagram_id = 1;
+  EXPECT_EQ(parse_error(h), EPROTO);
+  h = sample_announce();
+  h.flags = kDatagramFlagMulticast | kDatagramFlagNoLoop;  // never to a group
+  EXPECT_EQ(parse_error(h), EPROTO);
+  h = sample_announce();
+  h.total_length = 1;  // an announcement that claims a datagram
+  h.payload_length = 1;
+  EXPECT_EQ(parse_error(h), EPROTO);
+  EXPECT_TRUE(parse_datagram_header(message(sample_announce()).data(), kDatagramHeaderSize).has_value());
 }
 
 }  // namespace

@@ -215,6 +215,19 @@ void DatagramHub::arrival(const UdArrival& arrival) {
     core::stat_add(core::Stat::udp_drops_malformed);
     return;
   }
+  if (header.type == wire::DatagramType::kAnnounce) {
+    // The path back to its sender and nothing else: no delivery, and no
+    // answer when the socket it names is not here (closed, or left UD since
+    // the sender resolved it): dropped, counted as received only. The
+    // sender's DATA, if any comes, gets the usual UNREACH or REVOKE.
+    core::stat_add(core::Stat::udp_announces_received);
+    if (DatagramSocket* socket = find_socket(header.destination_cookie)) {
+      socket->release();
+      UdPath back;
+      learn_path(key, reinterpret_cast<const sockaddr*>(&source), arrival, &back);
+    }
+    return;
+  }
   if (header.type == wire::DatagramType::kRevoke) {
     if (header.source_cookie == fence_cookie_.load(std::memory_order_relaxed) &&
         arrival.source_qpn == endpoint_->qpn())
@@ -389,10 +402,11 @@ void DatagramHub::on_resolved(const ResolvedPath& path) {
   if (handle == nullptr) {
     paths_.failed(key, core::monotonic_ms());
     core::stat_add(core::Stat::udp_resolution_failures);
-    return;
+  } else {
+    paths_.resolved(key, handle, path.qpn, path.cookie);
+    core::stat_add(core::Stat::udp_resolutions);
   }
-  paths_.resolved(key, handle, path.qpn, path.cookie);
-  core::stat_add(core::Stat::udp_resolutions);
+  announce_owed(key);  // after the path changed: see owed_mu_
 }
 
 void DatagramHub::on_resolution_failed(const sockaddr* destination, socklen_t length) {
@@ -400,6 +414,61 @@ void DatagramHub::on_resolution_failed(const sockaddr* destination, socklen_t le
   if (!path_key_of(destination, length, &key)) return;
   paths_.failed(key, core::monotonic_ms());
   core::stat_add(core::Stat::udp_resolution_failures);
+  // A datagram from there may have taught the path meanwhile (failed()
+  // keeps it): then the owed sockets are announced over it.
+  announce_owed(key);
+}
+
+void DatagramHub::owe_announcement(const PathKey& destination, uint16_t port, uint64_t cookie) {
+  UdPath path;
+  PathLookup found;
+  {
+    std::lock_guard<std::mutex> held(owed_mu_);
+    found = paths_.find(destination, core::monotonic_ms(), &path);
+    if (found == PathLookup::kResolving) {
+      owed_.owe(destination, OwedSocket{port, cookie});  // past its bounds: not announced
+      return;
+    }
+  }
+  // The resolution ended between the kernel's send and this look (or a
+  // datagram from there taught the path): its outcome is known already.
+  if (found == PathLookup::kResolved && is_unicast(destination))
+    send_announcement(path, destination.port, OwedSocket{port, cookie});
+}
+
+void DatagramHub::announce_owed(const PathKey& destination) {
+  std::vector<OwedSocket> owed;
+  {
+    std::lock_guard<std::mutex> held(owed_mu_);
+    owed = owed_.take(destination);
+  }
+  if (owed.empty()) return;
+  UdPath path;
+  if (paths_.find(destination, core::monotonic_ms(), &path) != PathLookup::kResolved) return;
+  for (const OwedSocket& from : owed) send_announcement(path, destination.port, from);
+}
+
+void DatagramHub::send_announcement(const UdPath& path, uint16_t destination_port, const OwedSocket& from) {
+  // A socket that closed or left UD since its send is not announced: its
+  // peer must not learn a path to a socket that no longer takes UD. (One
+  // that leaves right after this look may see its REVOKE overtaken by the
+  // announcement; the peer's next DATA to it is then answered with an
+  // UNREACH, which forgets the path.)
+  DatagramSocket* socket = find_socket(from.cookie);
+  if (socket == nullptr) return;
+  socket->release();
+  wire::DatagramHeader announce;
+  announce.type = wire::DatagramType::kAnnounce;
+  announce.source_port = from.port;
+  announce.source_cookie = from.cookie;
+  announce.destination_port = destination_port;
+  announce.destination_cookie = path.cookie;
+  announce.datagram_id = 0;
+  announce.total_length = 0;
+  announce.payload_length = 0;
+  // Lost if the queue pair cannot take it now (slots in flight, a failed
+  // port): the peer then answers through the kernel, as without it.
+  if (endpoint_->send(path.ah, path.qpn, announce, nullptr, 0)) core::stat_add(core::Stat::udp_announces_sent);
 }
 
 }  // namespace vsock::sock::dgram

@@ -10,7 +10,10 @@
 // its socket's queue (DATA), forgets a path (REVOKE, UNREACH: a connected
 // socket then sees ECONNREFUSED), or — for a cookie no socket here has — is
 // answered with an UNREACH so that its sender goes back to the kernel. A
-// datagram from a peer teaches the path back to it. A socket that leaves
+// datagram from a peer teaches the path back to it, and so does an
+// ANNOUNCE (which delivers nothing): a socket that sent through the kernel
+// while its destination was being resolved is announced there once the
+// resolution succeeds (owed_announcements.hpp). A socket that leaves
 // tells the peers it knows (REVOKE).
 //
 // Locking: endpoint → sockets table → a socket's queue, never the other
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "rdma/device.hpp"
+#include "sock/dgram/owed_announcements.hpp"
 #include "sock/dgram/path_cache.hpp"
 #include "sock/dgram/reassembler.hpp"
 #include "sock/dgram/ud_endpoint.hpp"
@@ -93,7 +97,17 @@ class DatagramHub {
   // for an answer). Inside progress().
   void learn_from_multicast(const UdArrival& arrival, const PathKey& key, const sockaddr* source, uint32_t local);
 
+  // The socket `cookie` (attached, bound to `port`) sent a datagram to
+  // `destination` through the kernel because the destination's resolution
+  // was under way: once it succeeds, the socket is announced there
+  // (ANNOUNCE), so that the peer learns the path back even if the socket
+  // never sends to it again. If the path is known by now, it is announced
+  // at once; if the destination failed, nothing happens. Not from inside
+  // progress().
+  void owe_announcement(const PathKey& destination, uint16_t port, uint64_t cookie);
+
   // Resolution outcomes (the engine's thread, through DatagramPathSink).
+  // Both settle the announcements owed to the destination.
   void on_resolved(const ResolvedPath& path);
   void on_resolution_failed(const sockaddr* destination, socklen_t length);
 
@@ -124,6 +138,13 @@ class DatagramHub {
   // (rdma::grh_with_destination).
   bool learn_path(const PathKey& key, const sockaddr* source, const UdArrival& arrival, UdPath* path,
                   uint32_t multicast_local = 0);
+  // The resolution of `destination` ended: the announcements owed to it
+  // are sent if it has a path now (resolved, or learnt from an arrival
+  // meanwhile), and forgotten either way.
+  void announce_owed(const PathKey& destination);
+  // One ANNOUNCE from `from` to the socket at the end of `path` (port
+  // `destination_port`), if `from` is still attached here.
+  void send_announcement(const UdPath& path, uint16_t destination_port, const OwedSocket& from);
 
   const rdma::Device* device_ = nullptr;
   UpgradeEngine* engine_ = nullptr;
@@ -144,6 +165,13 @@ class DatagramHub {
   std::vector<PendingControl> controls_;
   // controls_ is not empty: progress() takes controls_mu_ only then.
   std::atomic<bool> controls_pending_{false};
+  // Announcements owed (owe_announcement). owed_mu_ is held across the
+  // path cache's look and the record, and a resolution's end changes the
+  // path before it takes the record: so a socket is either taken with the
+  // record or sees the outcome itself, never left behind. Never held
+  // while sending.
+  std::mutex owed_mu_;
+  OwedAnnouncements owed_;
   std::mutex sockets_mu_;
   std::map<uint64_t, DatagramSocket*> sockets_;
   // Cookies of sockets that left UD and are still open (bounded: past it,

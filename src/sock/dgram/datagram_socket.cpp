@@ -272,6 +272,7 @@ size_t DatagramSocket::segment_count(size_t length, uint16_t segment_size) {
 }
 
 bool DatagramSocket::route_over_ud(int fd, const msghdr& msg, int flags, UdRoute* route) {
+  route->resolving = false;
   const sockaddr* to = static_cast<const sockaddr*>(msg.msg_name);
   socklen_t to_length = msg.msg_namelen;
   sockaddr_storage peer{};
@@ -306,8 +307,16 @@ bool DatagramSocket::route_over_ud(int fd, const msghdr& msg, int flags, UdRoute
       hub->paths().failed(key, now);
       return false;
     }
-    if (hub->paths().begin_resolution(key, now) && !hub->engine().resolve_datagram_path(to, to_length))
+    if (hub->paths().begin_resolution(key, now) && !hub->engine().resolve_datagram_path(to, to_length)) {
       hub->paths().failed(key, now);
+      return false;
+    }
+    found = PathLookup::kResolving;  // by this call, or by another thread just before
+  }
+  if (found == PathLookup::kResolving) {
+    route->resolving = true;
+    route->destination = key;
+    route->hub = hub;
     return false;
   }
   if (found != PathLookup::kResolved) return false;
@@ -381,7 +390,24 @@ core::Result<size_t> DatagramSocket::send_message(int fd, const msghdr& msg, int
   ssize_t n = sys::real().sendmsg(fd, &msg, flags);
   if (n < 0) return R::fail(errno);
   core::stat_add(core::Stat::udp_kernel_sends);
+  if (route.resolving) owe_announcement(fd, route);
   return R::ok(static_cast<size_t>(n));
+}
+
+void DatagramSocket::owe_announcement(int fd, const UdRoute& route) {
+  uint16_t port;
+  {
+    std::lock_guard<std::mutex> held(mu_);
+    // The kernel's send bound an unbound socket: its port is known now.
+    if (leaving_ || local_port(fd) == 0) return;
+    // The peer will learn the way here: what it sends over UD must find
+    // the socket attached (else it would be answered with UNREACH).
+    attach_locked(fd);
+    if (hub_ == nullptr) return;
+    note_peer_locked(route.destination);  // told (REVOKE) when the socket leaves
+    port = port_;
+  }
+  route.hub->owe_announcement(route.destination, port, cookie_);
 }
 
 core::Result<unsigned> DatagramSocket::send_messages(int fd, mmsghdr* msgs, unsigned count, int flags) {

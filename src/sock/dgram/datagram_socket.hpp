@@ -14,8 +14,11 @@
 // (IP_PKTINFO, SO_TIMESTAMP, IP_RECVTTL, ...: receive_controls.hpp), as
 // one from the kernel does. A socket can
 // receive over UD once it is attached to the hub: when it is bound to an
-// explicit port (it then answers resolutions there), or when it first sent
-// over UD (replies come back the same way).
+// explicit port (it then answers resolutions there), when it first sent
+// over UD (replies come back the same way), or when it sent through the
+// kernel while its destination was being resolved (it is announced there
+// once resolved: ANNOUNCE, so replies come over UD even if it never sends
+// again).
 //
 // Leaving UD (fork, a socket passed to another process, an option UD
 // cannot honour at all): the socket detaches, so peers
@@ -142,16 +145,27 @@ class DatagramSocket final : public ManagedSocket {
   // How one sendmsg() goes over UD: the whole message (a datagram id per
   // segment taken from whole.header.datagram_id on), cut in `segments`
   // datagrams of segment_size bytes (UDP_SEGMENT) when there are several.
+  // When it may not go over UD only because the destination's resolution
+  // is under way (started by this datagram or before), `resolving` is
+  // set, with the destination's key and the hub: once the kernel has sent
+  // it, the socket owes that destination an announcement.
   struct UdRoute {
     UdOutgoing whole;
     size_t segments = 1;
     uint16_t segment_size = 0;
     DatagramHub* hub = nullptr;
+    bool resolving = false;
+    PathKey destination;
   };
   // Whether `msg` may go over UD now (its destination, or the connected
   // peer, has a path; nothing in it needs the kernel): then *route says
   // how. Starts a resolution for an unknown destination.
   bool route_over_ud(int fd, const msghdr& msg, int flags, UdRoute* route);
+  // A datagram to route.destination went through the kernel while the
+  // destination was being resolved: the socket attaches to the hub (the
+  // peer's answers may come over UD) and is recorded there, to be
+  // announced once the resolution succeeds (DatagramHub::owe_announcement).
+  void owe_announcement(int fd, const UdRoute& route);
   // Sends msg over UD when it goes to an IPv4 group in udp_mcast_offload
   // and nothing in it needs the kernel; true if it went
   // (datagram_socket_multicast.cpp, multicast_offload.hpp).

@@ -27,7 +27,7 @@ static_assert(kOffPayloadLength + 2 == kDatagramHeaderSize);
 
 bool known_type(uint8_t type) {
   return type == static_cast<uint8_t>(DatagramType::kData) || type == static_cast<uint8_t>(DatagramType::kUnreach) ||
-         type == static_cast<uint8_t>(DatagramType::kRevoke);
+         type == static_cast<uint8_t>(DatagramType::kRevoke) || type == static_cast<uint8_t>(DatagramType::kAnnounce);
 }
 
 // The rules a DATA header's addressing must follow (the layout is checked
@@ -43,6 +43,8 @@ bool control_valid(const DatagramHeader& h) {
   if (h.flags != 0 || h.fragment_count != 1 || h.total_length != 0) return false;
   if (h.source_port == 0 || h.source_cookie == 0) return false;
   if (h.type == DatagramType::kUnreach) return h.destination_port != 0 && h.destination_cookie != 0;
+  if (h.type == DatagramType::kAnnounce)
+    return h.datagram_id == 0 && h.destination_port != 0 && h.destination_cookie != 0;
   return h.datagram_id == 0 && (h.destination_port == 0) == (h.destination_cookie == 0);
 }
 

@@ -28,8 +28,15 @@
 //            cookie and port name the one peer socket told, or are both 0
 //            for every socket of the receiving process. Datagram id 0. No
 //            payload.
-// Control messages (UNREACH, REVOKE) have no flags and are one fragment of
-// an empty datagram.
+//   ANNOUNCE the sender's socket (source port, source cookie) sent to the
+//            destination (destination port, destination cookie: the socket
+//            its resolution answered with) through the kernel while that
+//            resolution was under way: the receiver learns the path back
+//            from it (QP number and address handle from the completion and
+//            GRH) as from a DATA, and delivers nothing. At most one per
+//            socket and destination resolution. Datagram id 0. No payload.
+// Control messages (UNREACH, REVOKE, ANNOUNCE) have no flags and are one
+// fragment of an empty datagram.
 //
 // A cookie is a per-socket identifier its process chooses; 0 is never a
 // socket's cookie.
@@ -48,6 +55,7 @@ enum class DatagramType : uint8_t {
   kData = 1,
   kUnreach = 2,
   kRevoke = 3,
+  kAnnounce = 4,
 };
 
 inline constexpr uint8_t kDatagramFlagMulticast = 0x01;
@@ -85,7 +93,8 @@ void encode(const DatagramHeader& header, uint8_t out[kDatagramHeaderSize]);
 // destination cookie that is 0 for unicast or nonzero for multicast;
 // control messages with flags, fragments or payload, a source port or
 // cookie of 0; UNREACH with a destination port or cookie of 0; REVOKE with
-// a datagram id, or with only one of destination port and cookie 0.
+// a datagram id, or with only one of destination port and cookie 0;
+// ANNOUNCE with a datagram id, or a destination port or cookie of 0.
 // With these rules a header has exactly one wire form.
 core::Result<DatagramHeader> parse_datagram_header(const void* data, size_t len);
 
