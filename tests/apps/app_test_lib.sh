@@ -61,19 +61,18 @@ app_is_running() {
 
 # Sends SIG (default TERM) to PID, waits up to SECS (default 10) for it to end,
 # then SIGKILLs it. Leaves the exit status in APP_STOP_STATUS.
-# With a fourth argument "program", PID is a `timeout` wrapper and the
-# signal goes to the program it runs: `timeout` passes a signal on twice (to
-# its child, then to its process group), and node dies of the second one
-# when it lands while node tears down its handlers on the way out.
+# When PID is a `timeout` wrapper (app_start_server's), the signal goes to the
+# program it runs: `timeout` passes a signal on twice (to its child, then to
+# its process group), and a second signal that lands while the program tears
+# down has killed node (status 143) and hung sockperf in its exit path (its
+# handler prints; `timeout -k 5` then killed it, status 137).
 app_stop_pid() {
-  local pid=$1 sig=${2:-TERM} secs=${3:-10} target=${4:-} i
+  local pid=$1 sig=${2:-TERM} secs=${3:-10} target=$1 i
   APP_STOP_STATUS=0
   kill -0 "$pid" 2>/dev/null || { wait "$pid" 2>/dev/null; APP_STOP_STATUS=$?; return 0; }
-  if [ "$target" = program ]; then
+  if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = timeout ]; then
     target=$(head -n1 "/proc/$pid/task/$pid/children" 2>/dev/null | awk '{ print $1 }')
     [ -n "$target" ] || target=$pid
-  else
-    target=$pid
   fi
   kill -s "$sig" "$target" 2>/dev/null
   for ((i = 0; i < secs * 10; i++)); do

@@ -65,7 +65,7 @@ echo_run() {
   FIG[$mode]="$secs $(awk -v b="$BYTES" -v s="$secs" 'BEGIN { printf "%.2f", (s > 0 ? b / s / 1e6 : 0) }')"
   app_log "$kind client ($mode): $(tr '\n' ';' <"$out")"
   # The server stops its loop on SIGTERM and exits 0.
-  app_stop_pid "$server" TERM 15 program
+  app_stop_pid "$server" TERM 15
   [ "$APP_STOP_STATUS" -eq 0 ] || app_fail "$kind server ($mode) exited with status $APP_STOP_STATUS"
 }
 
