@@ -3,10 +3,11 @@
 # initramfs next to busybox and the kernel modules listed in /modules.order;
 # rxe-vm.sh boots it. It builds a view of the host (its / over 9p, read-only,
 # under a tmpfs overlay; the shared directories read-write), creates the
-# verbs device rxe0 on a dummy netdev, runs /ctl/command.sh chrooted in that
-# view with stdout/stderr going to files on the control share, writes the
-# exit status to /ctl/status and powers off. Every wait here is bounded; the
-# host's timeout bounds the whole run.
+# verbs device rxe0 on a dummy netdev (or on the NIC linked to another
+# guest), runs /ctl/command.sh chrooted in that view with stdout/stderr
+# going to files on the control share, writes the exit status to
+# /ctl/status and powers off. Every wait here is bounded; the host's timeout
+# bounds the whole run.
 /bin/busybox --install -s /bin
 export PATH=/bin
 
@@ -50,6 +51,11 @@ mount -t proc proc $V/proc
 mount -t sysfs sysfs $V/sys
 mount -t devtmpfs devtmpfs $V/dev
 mkdir -p $V/dev/pts $V/dev/shm
+# What udev would make: bash's process substitution needs /dev/fd.
+ln -sf /proc/self/fd $V/dev/fd
+ln -sf /proc/self/fd/0 $V/dev/stdin
+ln -sf /proc/self/fd/1 $V/dev/stdout
+ln -sf /proc/self/fd/2 $V/dev/stderr
 mount -t devpts -o newinstance,ptmxmode=0666 devpts $V/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs $V/dev/shm
 mount -t tmpfs -o mode=755 tmpfs $V/run
@@ -67,11 +73,27 @@ say "filesystems mounted"
 ulimit -l unlimited
 ulimit -n 65536
 
-# The verbs device: rxe0 over a dummy netdev. busybox's ip does the netdev
-# (a program started from the 9p share costs a second under emulation);
-# busybox has no rdma applet, so the host's (iproute2) runs chrooted.
+# The verbs device: rxe0 over a dummy netdev, or, on a two-host bed
+# (VM_LINK=1), over the virtio NIC joined to the other guest. busybox's ip
+# does the netdev (a program started from the 9p share costs a second under
+# emulation); busybox has no rdma applet, so the host's (iproute2) runs
+# chrooted.
 ip link set lo up
-ip link add rxenet0 type dummy || setup_failed "ip link add rxenet0 type dummy"
+if [ "${VM_LINK:-0}" = 1 ]; then
+  nic="" tries=0
+  while [ -z "$nic" ]; do
+    for dev in /sys/class/net/*; do
+      [ "${dev##*/}" = lo ] || { nic=${dev##*/}; break; }
+    done
+    [ -n "$nic" ] && break
+    tries=$((tries + 1))
+    [ $tries -le 100 ] || setup_failed "no network interface for the link to the other guest"
+    sleep 0.05
+  done
+  ip link set "$nic" name rxenet0 || setup_failed "ip link set $nic name rxenet0"
+else
+  ip link add rxenet0 type dummy || setup_failed "ip link add rxenet0 type dummy"
+fi
 ip addr add "$VM_IP_CIDR" dev rxenet0 || setup_failed "ip addr add $VM_IP_CIDR"
 ip link set rxenet0 up || setup_failed "ip link set rxenet0 up"
 chroot $V /usr/bin/env PATH=/usr/sbin:/usr/bin:/sbin:/bin rdma link add rxe0 type rxe netdev rxenet0 \
@@ -103,6 +125,9 @@ done
 ip_address=${VM_IP_CIDR%/*}
 echo "export RXE_VM=1 RXE_VM_DEV=rxe0 RXE_VM_NETDEV=rxenet0 RXE_VM_IPADDR=$ip_address RXE_VM_GID_INDEX=$gid_index" \
   > /ctl/guest.env
+if [ "${VM_LINK:-0}" = 1 ]; then
+  echo "export RXE_VM_HOST=$VM_HOST RXE_VM_PEER_IPADDR=$VM_PEER_IP" >> /ctl/guest.env
+fi
 say "rxe0 ACTIVE on rxenet0 ($ip_address), IPv4 RoCE v2 GID index $gid_index"
 cut -d' ' -f1 /proc/uptime > /ctl/ready
 

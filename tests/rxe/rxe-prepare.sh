@@ -26,9 +26,10 @@ me=rxe-prepare.sh
 cache=${VSOCK_RXE_CACHE:-/var/cache/libvsock-rxe}
 apt_log=${TMPDIR:-/tmp}/libvsock-rxe-apt.log
 # Modules the guest loads, dependencies first (modprobe resolves them).
+# virtio_net: the link between the two guests of a two-host bed.
 # crc32 / crc32-pclmul: rxe computes the RoCE ICRC through the crypto API,
 # which finds them by name, so no module lists them as a dependency.
-guest_modules=(virtio_pci virtio_rng 9pnet_virtio 9p overlay dummy
+guest_modules=(virtio_pci virtio_rng 9pnet_virtio 9p overlay dummy virtio_net
                crc32_generic crc32-pclmul rdma_rxe ib_uverbs rdma_ucm
                inet_diag tcp_diag)  # sock_diag: the listener checks that a request names a real connection
 

@@ -24,6 +24,12 @@
 #   -c N      VSOCK_RXE_CPUS      guest CPUs (default: host cores, 2..4)
 #   --ip CIDR VSOCK_RXE_IP        rxe0's netdev address (default 192.168.77.1/24)
 #   --rw DIR                      share DIR read-write as well (repeatable)
+#   --link LPORT:RPORT:PEER_IP:NAME
+#                                 two-host bed (two-hosts.sh starts both guests): rxe0
+#                                 sits on a virtio NIC whose frames travel as UDP between
+#                                 127.0.0.1:LPORT here and 127.0.0.1:RPORT (the other
+#                                 guest's QEMU); CMD also sees RXE_VM_HOST=NAME and
+#                                 RXE_VM_PEER_IPADDR=PEER_IP
 #             VSOCK_RXE_CACHE     kernel/initramfs cache (/var/cache/libvsock-rxe)
 #             VSOCK_RXE_ACCEL     auto | tcg | kvm (auto: kvm only with kvm_intel or
 #                                 kvm_amd; a stock kernel cannot run on kvm_pvm)
@@ -49,6 +55,7 @@ ip_cidr=${VSOCK_RXE_IP:-192.168.77.1/24}
 accel=${VSOCK_RXE_ACCEL:-auto}
 prepare_only=0
 rw_dirs=()
+link=""
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -57,6 +64,7 @@ while [ $# -gt 0 ]; do
     -c) cpus=$2; shift 2 ;;
     --ip) ip_cidr=$2; shift 2 ;;
     --rw) rw_dirs+=("$(cd "$2" && pwd -P)") || fail "--rw $2: no such directory"; shift 2 ;;
+    --link) link=$2; shift 2 ;;
     --prepare) prepare_only=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/{/^set -euo/d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;;
     --) shift; break ;;
@@ -90,6 +98,21 @@ case "$accel" in
   *) fail "VSOCK_RXE_ACCEL must be auto, tcg or kvm" ;;
 esac
 
+link_args=() link_conf=()
+if [ -n "$link" ]; then
+  IFS=: read -r link_local link_remote link_peer link_name <<< "$link"
+  for n in "$link_local" "$link_remote"; do
+    case "$n" in ''|*[!0-9]*) fail "--link $link: LPORT and RPORT must be numbers" ;; esac
+  done
+  [ -n "$link_peer" ] && [ -n "$link_name" ] || fail "--link $link: want LPORT:RPORT:PEER_IP:NAME"
+  # A MAC of its own per guest: the last two bytes of its address.
+  ip_host=${ip_cidr%/*}
+  mac=$(printf '52:54:00:77:%02x:%02x' "$(echo "$ip_host" | cut -d. -f3)" "$(echo "$ip_host" | cut -d. -f4)")
+  link_args=(-netdev "dgram,id=link0,local.type=inet,local.host=127.0.0.1,local.port=$link_local,remote.type=inet,remote.host=127.0.0.1,remote.port=$link_remote"
+             -device "virtio-net-pci,netdev=link0,mac=$mac")
+  link_conf=("VM_LINK=1" "VM_HOST=$link_name" "VM_PEER_IP=$link_peer")
+fi
+
 # ------------------------------------------------------------- run directory --
 run=$(mktemp -d "${TMPDIR:-/tmp}/libvsock-rxe.XXXXXX")
 timeout_pid=""
@@ -118,6 +141,7 @@ trap 'exit 143' TERM
 [ "$PWD" != / ] && rw_dirs=("$(pwd -P)" "${rw_dirs[@]}")
 {
   echo "VM_IP_CIDR=$ip_cidr"
+  for line in "${link_conf[@]}"; do echo "$line"; done
   echo "VM_RW_COUNT=${#rw_dirs[@]}"
   for i in "${!rw_dirs[@]}"; do printf 'VM_RW_%d=%q\n' "$i" "${rw_dirs[$i]}"; done
 } > "$run/vm.conf"
@@ -149,7 +173,7 @@ qemu_args=(-name libvsock-rxe -M q35 "${accel_args[@]}" -smp "$cpus" -m "$memory
            -serial "file:$run/console.log" -pidfile "$run/qemu.pid"
            -kernel "$kernel" -initrd "$initramfs"
            -append "console=ttyS0 loglevel=3 panic=-1 mitigations=off tsc=reliable no_timer_check random.trust_cpu=on cryptomgr.notests 8250.nr_uarts=1"
-           -device virtio-rng-pci)
+           -device virtio-rng-pci "${link_args[@]}")
 share fshost hostroot / readonly
 share fsctl vsockctl "$run"
 for i in "${!rw_dirs[@]}"; do
