@@ -1,0 +1,67 @@
+# twohost_lib.sh - sourced by the tests/twohost scripts, which
+# tests/rxe/two-hosts.sh runs on both hosts of the two-host bed: host a
+# serves, host b is the client. Adds to pair_lib.sh (where the halves meet)
+# and upgrade_test_lib.sh (stats lines, bounded waits) what both halves of
+# every test do: a work directory, the end-of-run mark, and the evidence
+# from the device and the kernel (rxe packet counters, TCP segments).
+here_th=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$here_th/../rxe/pair_lib.sh"
+source "$here_th/../upgrade/upgrade_test_lib.sh"
+
+TH_ROLE=$(pair_role)
+TH_PEER=${RXE_VM_PEER_IPADDR:?not on a two-host bed}
+TH_SELF=${RXE_VM_IPADDR:?not on a two-host bed}
+TH_COUNTERS=/sys/class/infiniband/${RXE_VM_DEV:-rxe0}/ports/1/hw_counters
+TH_WORK=$(mktemp -d /tmp/vsock-twohost.XXXXXX) || exit 2
+
+th_exit() {
+  local status=$?
+  [ $status = 0 ] || th_show_logs
+  pair_done "$status"
+  rm -rf "$TH_WORK"
+  exit $status
+}
+trap th_exit EXIT
+
+# Call after taking the arguments' paths: programs that create temp files
+# must not run on a 9p share.
+th_leave_share() { cd /tmp || exit 2; }
+
+th_log() { echo "[$(date +%T)] $*"; }
+
+# Prints the tail of every log of this half (called on failure).
+th_show_logs() {
+  local f
+  for f in "$TH_WORK"/*; do
+    [ -f "$f" ] || continue
+    echo "---- $(basename "$f") ----"
+    grep -v ' stats: ' "$f" | tail -n 40
+  done
+}
+
+# th_device_packets: "SENT RECEIVED", the device's packet counters.
+th_device_packets() { echo "$(cat "$TH_COUNTERS/sent_pkts") $(cat "$TH_COUNTERS/rcvd_pkts")"; }
+
+# th_tcp_segments: "OUT IN", the kernel's TCP segment counters.
+th_tcp_segments() { awk '$1 == "Tcp:" && $2 ~ /^[0-9]/ { print $12, $11 }' /proc/net/snmp; }
+
+# th_evidence LABEL BEFORE_PKTS BEFORE_SEGS: logs what the device and the
+# kernel's TCP counted since the BEFORE figures; leaves the device's packet
+# growth (sent + received) in TH_DEVICE_DELTA and TCP's in TH_TCP_DELTA.
+th_evidence() {
+  local p0 p1 s0 s1 ps pr so si
+  read -r p0 p1 <<< "$2"
+  read -r s0 s1 <<< "$3"
+  read -r ps pr <<< "$(th_device_packets)"
+  read -r so si <<< "$(th_tcp_segments)"
+  TH_DEVICE_DELTA=$((ps - p0 + pr - p1))
+  TH_TCP_DELTA=$((so - s0 + si - s1))
+  th_log "$1: device rxe0 packets sent $((ps - p0)) received $((pr - p1));" \
+    "kernel TCP segments out $((so - s0)) in $((si - s1))"
+}
+
+# th_kill_wait PID SIG SECS: signals PID and waits for it (SIGKILL after SECS).
+th_kill_wait() {
+  kill -s "$2" "$1" 2>/dev/null
+  ut_wait_pid "$1" "$3"
+}
