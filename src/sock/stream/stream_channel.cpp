@@ -621,10 +621,11 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
     // write outside the ring or with another rkey, which the device
     // refused (remote access error), or a SEND larger than a slot (a
     // local length error; rxe says local QP operation error). Anything
-    // else (a flush after a failure) is the transport's.
+    // else is the transport's: a flush after a failure, or an invalid
+    // request, which rxe reports when a link that went down and up cut a
+    // multi-packet write (its first packets came, the rest never will).
     switch (wc.status) {
       case IBV_WC_REM_ACCESS_ERR:
-      case IBV_WC_REM_INV_REQ_ERR:
       case IBV_WC_LOC_LEN_ERR:
       case IBV_WC_LOC_QP_OP_ERR:
         return violation(ibv_wc_status_str(wc.status));

@@ -108,6 +108,9 @@ core::Result<bool> StreamSocket::take_resume_record(int fd) {
     }
     resume_skip_ = received - parsed.value().resend_from;
     resume_skip_known_ = true;
+    VSOCK_LOG(kDebug, "fd %d: the peer's Resume record: resend from %llu, ring written %llu; our ring had %llu",
+              fd_hint_, static_cast<unsigned long long>(parsed.value().resend_from),
+              static_cast<unsigned long long>(parsed.value().ring_written), static_cast<unsigned long long>(received));
   }
   // What the peer resent that our ring had already: discarded unread.
   while (resume_skip_ > 0) {
