@@ -6,7 +6,9 @@
  *   tcp_integrity client ADDR PORT CONNS BYTES SEED [--timeout S]
  *
  * PORT 0 on the server: an ephemeral port. The server prints
- * "listening PORT" first. BYTES takes a K, M or G suffix.
+ * "listening PORT" first. BYTES takes a K, M or G suffix; C2S/S2C (e.g.
+ * 1M/128M) gives each direction its own count, so that one side shuts
+ * down its writing long before the other (a half-closed connection).
  *
  * Per connection and direction the stream is a greeting (1 B .. 64 KiB,
  * written with one call: by the server right after accept, by the client
@@ -65,7 +67,7 @@ struct conn {
 
 static struct conn g_conns[kMaxConns];
 static int g_nconns;
-static uint64_t g_seed, g_bytes;
+static uint64_t g_seed, g_bytes_c2s, g_bytes_s2c;
 static int g_timeout_s = 300;
 static atomic_int g_finished;
 
@@ -251,8 +253,8 @@ static void start_conn(struct conn* c, int fd, unsigned client_port, int is_clie
   uint64_t g = sg_seed(g_seed, client_port, 3);
   c2s->greeting = sg_between(&g, 1, kMaxGreeting);
   s2c->greeting = sg_between(&g, 1, kMaxGreeting);
-  c2s->total = c2s->greeting + g_bytes;
-  s2c->total = s2c->greeting + g_bytes;
+  c2s->total = c2s->greeting + g_bytes_c2s;
+  s2c->total = s2c->greeting + g_bytes_s2c;
   c->out.fnv = c->in.fnv = SG_FNV_INIT;
   sem_init(&c->first_write, 0, 0);
   if (pthread_create(&c->writer, NULL, writer_main, c) != 0 || pthread_create(&c->reader, NULL, reader_main, c) != 0)
@@ -324,17 +326,27 @@ static void* watchdog_main(void* arg) {
   _exit(1);
 }
 
-static uint64_t parse_bytes(const char* s) {
+/* A count with an optional K/M/G suffix; *rest is where it stopped. */
+static uint64_t parse_bytes(const char* s, const char** rest) {
   char* end;
   uint64_t v = strtoull(s, &end, 10);
   switch (*end) {
-    case 'K': case 'k': v <<= 10; break;
-    case 'M': case 'm': v <<= 20; break;
-    case 'G': case 'g': v <<= 30; break;
-    case '\0': break;
-    default: die("bad byte count %s", s);
+    case 'K': case 'k': v <<= 10; end++; break;
+    case 'M': case 'm': v <<= 20; end++; break;
+    case 'G': case 'g': v <<= 30; end++; break;
+    default: break;
   }
+  if (end == s) die("bad byte count %s", s);
+  *rest = end;
   return v;
+}
+
+/* BYTES, or C2S/S2C. */
+static void parse_directions(const char* s) {
+  const char* rest;
+  g_bytes_c2s = g_bytes_s2c = parse_bytes(s, &rest);
+  if (*rest == '/') g_bytes_s2c = parse_bytes(rest + 1, &rest);
+  if (*rest != '\0') die("bad byte count %s (BYTES or C2S/S2C)", s);
 }
 
 int main(int argc, char** argv) {
@@ -346,7 +358,7 @@ int main(int argc, char** argv) {
   if (!is_client && strcmp(argv[1], "server") != 0) die("role must be server or client");
   struct sockaddr_in addr = parse_addr(argv[2], argv[3]);
   g_nconns = atoi(argv[4]);
-  g_bytes = parse_bytes(argv[5]);
+  parse_directions(argv[5]);
   g_seed = strtoull(argv[6], NULL, 0);
   if (argc == 9) g_timeout_s = atoi(argv[8]);
   if (g_nconns < 1 || g_nconns > kMaxConns) die("CONNS must be 1..%d", kMaxConns);

@@ -246,11 +246,13 @@ void StreamSocket::advance() {
     return;
   }
   if (revert_posted_) return;  // ours: the handoff decides what a failure means
-  // A failure after the peer's FIN (its process went after it closed) ends
-  // nothing the reader still needs: reads see the data and the end of
-  // stream, only writes fail (StreamChannel::write). Not a reset.
-  if (channel_ && channel_->error() != 0 && error_ == 0 && !channel_->peer_finished() && !peer_never_switched()) {
+  if (channel_ && channel_->error() != 0 && error_ == 0 && !peer_never_switched()) {
     if (resume_on_tcp()) return;
+    // A failure after the peer's FIN that cannot resume (ours ended too,
+    // or the peer broke the protocol) ends nothing the reader still needs:
+    // reads see the data and the end of stream, only writes fail
+    // (StreamChannel::write). Not a reset.
+    if (channel_->peer_finished()) return;
     UpgradePhase phase = upgrade_.phase();
     if (phase != UpgradePhase::kFallback && phase != UpgradePhase::kFailed)
       apply(upgrade_.on(UpgradeEvent::kTransportError));
@@ -273,18 +275,21 @@ void StreamSocket::on_transport_lost() {
   // After a Revert (either way) the connection is TCP's: tearing the queue
   // pair down is how the peer says it took ours.
   if (peer_reverted_ || revert_posted_) return;
-  // After an orderly end (the peer's FIN came first) reads still see the
-  // data and the end of stream; only a write finds the connection gone.
-  // Likewise when the peer never switched: its whole stream, and its FIN
-  // or RST, are on TCP.
-  if (channel_ && ((channel_->started() && channel_->peer_finished()) || peer_never_switched())) {
+  // When the peer never switched, its whole stream, and its FIN or RST,
+  // are on TCP.
+  if (channel_ && peer_never_switched()) {
     if (channel_->error() == 0) channel_->abort();
     return;
   }
   // The link, the device or the peer's RDMA side went: the connection goes
-  // on over TCP if it can (a peer whose process is gone shows there).
+  // on over TCP if it can (a peer whose process is gone shows there),
+  // half-closed ones too.
   if (channel_) channel_->fail_transport("the rdma_cm connection ended");
   if (resume_on_tcp()) return;
+  // After an orderly end that cannot resume (both FINs crossed) reads
+  // still see the data and the end of stream; only a write finds the
+  // connection gone.
+  if (channel_ && channel_->started() && channel_->peer_finished()) return;
   apply(upgrade_.on(UpgradeEvent::kTransportError));
   if (channel_ && channel_->error() == 0) channel_->abort();
 }

@@ -28,11 +28,15 @@ bool StreamSocket::resume_on_tcp() {
   if (!channel_->failed_resumably() || !channel_->started()) return false;
   // Both directions on rings: each side knows where its TCP part ends.
   if (!writer_.switched() || writer_.reverted() || !reader_.switch_known()) return false;
-  // The peer's FIN came: it closed (and its process may be gone), so it
-  // resumes nothing; reads see the data and the end, writes go to the
-  // kernel (peer_closed_ring). Our FIN acknowledged: the peer knows that
-  // and does the same, so we cannot resume either.
-  if (channel_->peer_finished() || (channel_->write_shut() && channel_->all_sent())) return false;
+  // Both directions ended on the ring (the peer's FIN came, ours was
+  // acknowledged): nothing is left to carry on; reads see the end, writes
+  // fail. A half-closed connection resumes like an open one: the side that
+  // shut down writes its record, what the peer had not credited, and then
+  // the kernel's FIN; the side that got that FIN on the ring reads the
+  // record and the end on TCP. Each side decides alone, and a FIN that one
+  // side saw and the other did not (its completion came after the failure)
+  // must not make them disagree, so neither skips the exchange.
+  if (channel_->peer_finished() && channel_->write_shut() && channel_->all_sent()) return false;
   // The peer's direction: our ring up to what arrived, then TCP.
   const uint64_t received = channel_->ring_received();
   if (!reader_.on_revert(received)) return false;
@@ -85,12 +89,15 @@ core::Result<bool> StreamSocket::take_resume_record(int fd) {
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return R::fail(EAGAIN);
-    if (n == 0 && resume_have_ == 0) {
-      // The peer's process is gone (its kernel closed the socket) without
-      // a FIN on the ring or a record. The kernel shows a dead peer's close
-      // as a reset when it had unread data, else as the end of the stream:
-      // here that data is what it had not credited.
-      if (resume_peer_unread_) return lose_resume(ECONNRESET, "the peer's process went with our bytes unread");
+    if ((n == 0 || errno == ECONNRESET) && resume_have_ == 0) {
+      // The peer's process is gone (its kernel closed the socket, or reset
+      // it when our record came) without a record. After its FIN on the
+      // ring that is the orderly end it was: its stream is whole. Else the
+      // kernel shows a dead peer's close as a reset when it had unread
+      // data, and as the end of the stream otherwise: here that data is
+      // what it had not credited.
+      if (resume_peer_unread_ && !channel_->peer_finished())
+        return lose_resume(ECONNRESET, "the peer's process went with our bytes unread");
       VSOCK_LOG(kDebug, "fd %d: resuming: the peer closed TCP without a record", fd_hint_);
       resuming_ = false;
       finish_peer_revert_locked();
