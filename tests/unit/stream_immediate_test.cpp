@@ -38,6 +38,11 @@ TEST(StreamImmediate, CreditAndControlRoundTrip) {
   EXPECT_EQ(reset.value(), (2u << 30) | 2u);
   EXPECT_EQ(parse_immediate(fin.value()).value().type, ImmediateType::kControl);
   EXPECT_EQ(parse_immediate(reset.value()).value().value, 2u);
+
+  core::Result<uint32_t> closed = control_immediate(ControlCode::kClosed);
+  ASSERT_TRUE(closed.has_value());
+  EXPECT_EQ(closed.value(), (2u << 30) | 3u);
+  EXPECT_EQ(parse_immediate(closed.value()).value().value, 3u);
 }
 
 TEST(StreamImmediate, SenderBugsAreEinval) {
@@ -45,7 +50,7 @@ TEST(StreamImmediate, SenderBugsAreEinval) {
   EXPECT_EQ(data_immediate(kImmediateValueMax + 1).error(), EINVAL);
   EXPECT_EQ(credit_immediate(0).error(), EINVAL);
   EXPECT_EQ(credit_immediate(UINT32_MAX).error(), EINVAL);
-  EXPECT_EQ(control_immediate(static_cast<ControlCode>(3)).error(), EINVAL);
+  EXPECT_EQ(control_immediate(static_cast<ControlCode>(4)).error(), EINVAL);
   EXPECT_EQ(encode_immediate({static_cast<ImmediateType>(3), 1}).error(), EINVAL);
 }
 
@@ -53,7 +58,7 @@ TEST(StreamImmediate, PeerViolationsAreEproto) {
   EXPECT_EQ(parse_immediate(0).error(), EPROTO);                   // zero-length DATA
   EXPECT_EQ(parse_immediate(1u << 30).error(), EPROTO);            // zero CREDIT
   EXPECT_EQ(parse_immediate(2u << 30).error(), EPROTO);            // CONTROL code 0
-  EXPECT_EQ(parse_immediate((2u << 30) | 3).error(), EPROTO);      // unknown control code
+  EXPECT_EQ(parse_immediate((2u << 30) | 4).error(), EPROTO);      // unknown control code
   EXPECT_EQ(parse_immediate((2u << 30) | kImmediateValueMax).error(), EPROTO);
   EXPECT_EQ(parse_immediate(3u << 30).error(), EPROTO);            // type 3
   EXPECT_EQ(parse_immediate((3u << 30) | 5).error(), EPROTO);

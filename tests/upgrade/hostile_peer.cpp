@@ -19,8 +19,8 @@
 //
 // Modes (see MODES below): data-length, data-zero, overflow, oob-end,
 // oob-before, bad-rkey, credit-excess, credit-zero, credit-payload, type3,
-// control-zero, control-unknown, data-after-fin, second-fin, send-extra,
-// send-long, flood-send, flood-zero, flood-credit, no-credit,
+// control-zero, control-unknown, closed-first, data-after-fin, second-fin,
+// send-extra, send-long, flood-send, flood-zero, flood-credit, no-credit,
 // write-after-fin.
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -464,6 +464,10 @@ int main(int argc, char** argv) {
   } else if (mode == "control-unknown") {
     cmd("read control-unknown");
     control(p, kControl | 7);
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "closed-first") {
+    cmd("read closed-first");
+    control(p, kControl | 3);  // CLOSED without a FIN before it
     report(p, mode.c_str(), 2000);
   } else if (mode == "data-after-fin") {
     cmd("read data-after-fin");

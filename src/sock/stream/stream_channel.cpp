@@ -270,6 +270,17 @@ Status StreamChannel::shutdown_write() {
   return error_ != 0 ? Status::fail(error_) : rdma::ok_status();
 }
 
+Status StreamChannel::close_write() {
+  if (error_ != 0) return Status::fail(error_);
+  if (!started_) return Status::fail(ENOTCONN);
+  if (closed_pending_) return rdma::ok_status();
+  closed_pending_ = true;
+  write_shut_ = true;
+  if (!fin_posted_) fin_pending_ = true;
+  pump_sends(true);
+  return error_ != 0 ? Status::fail(error_) : rdma::ok_status();
+}
+
 Status StreamChannel::abort() {
   aborted_ = true;  // whatever fails from now on, we ended it
   if (error_ != 0) return rdma::ok_status();
@@ -300,7 +311,7 @@ Status StreamChannel::abort() {
 }
 
 bool StreamChannel::all_sent() const {
-  if (!started_ || staged_ != 0 || fin_pending_) return false;
+  if (!started_ || staged_ != 0 || fin_pending_ || closed_pending_) return false;
   // After a FIN, credits for the peer's data still go out (unsignalled):
   // what matters is that the FIN, and so everything before it, completed.
   if (fin_posted_) return sq_.completed() > fin_sequence_;
@@ -388,6 +399,7 @@ void StreamChannel::pump_sends(bool force_flush) {
   queue_credit(batch);
   queue_data(batch, force_flush || fin_pending_);
   queue_fin(batch);
+  queue_closed(batch);
   batch.post();
 }
 
@@ -473,6 +485,16 @@ void StreamChannel::queue_fin(PostBatch& batch) {
   fin_sequence_ = wr.wr_id;
   fin_pending_ = false;
   fin_posted_ = true;
+}
+
+void StreamChannel::queue_closed(PostBatch& batch) {
+  if (!closed_pending_ || !fin_posted_ || sq_.room() == 0 || error_ != 0) return;
+  // Signalled, and all_sent() waits for it in place of the FIN (RC keeps
+  // order: CLOSED acknowledged means the FIN and the data were too).
+  ibv_send_wr& wr = add_send(batch, true);
+  fill_control(wr, control_immediate(ControlCode::kClosed).value());
+  fin_sequence_ = wr.wr_id;
+  closed_pending_ = false;
 }
 
 Status StreamChannel::probe() {
@@ -670,6 +692,11 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
       if (wc.byte_len != 0) return violation("CONTROL with a payload");
       if (immediate.value == static_cast<uint32_t>(ControlCode::kReset)) {
         fail(ECONNRESET, "reset by the peer", false);
+        return;
+      }
+      if (immediate.value == static_cast<uint32_t>(ControlCode::kClosed)) {
+        if (!peer_fin_ || peer_closed_) return violation("CLOSED without a FIN before it, or a second one");
+        peer_closed_ = true;
         return;
       }
       if (peer_fin_) return violation("second FIN");

@@ -149,6 +149,10 @@ class StreamChannel {
   bool can_post_without_progress() const;
   // Sends a FIN after everything written so far; write() then fails with EPIPE.
   rdma::Status shutdown_write();
+  // The socket's last close: the FIN (if shutdown_write() did not send it
+  // already), then CLOSED, which tells the peer that nothing it sends will
+  // be read; all_sent() then waits for CLOSED.
+  rdma::Status close_write();
   // Posts what autocork holds back (TCP_CORK off, MSG_MORE ended).
   rdma::Status flush();
   // Whether small writes are held while a completion is pending (starts as
@@ -226,6 +230,8 @@ class StreamChannel {
   void fail_transport(const char* why) { fail(ECONNRESET, why); }
   const char* failure() const { return failure_; }  // why (static text), or ""
   bool peer_finished() const { return peer_fin_; }
+  // The peer's CLOSED came (after its FIN): its socket is closed.
+  bool peer_closed() const { return peer_closed_; }
   bool write_shut() const { return write_shut_; }
   // Every accepted byte has been posted and acknowledged, and the FIN too
   // after shutdown_write(). (Without a FIN, an unsignalled tail is only
@@ -281,6 +287,7 @@ class StreamChannel {
   void queue_credit(PostBatch& batch);
   void queue_data(PostBatch& batch, bool force_flush);
   void queue_fin(PostBatch& batch);
+  void queue_closed(PostBatch& batch);
   rdma::Status post_free_receives();
   uint8_t* message_slot(uint32_t slot) const { return message_buffer_.data() + size_t{slot} * kControlMessageMax; }
   void replenish_receives();
@@ -334,6 +341,8 @@ class StreamChannel {
   bool fin_pending_ = false;
   bool fin_posted_ = false;
   bool peer_fin_ = false;
+  bool peer_closed_ = false;  // peer_closed()
+  bool closed_pending_ = false;  // close_write(): CLOSED goes after the FIN
   int error_ = 0;
   bool resumable_ = false;  // failed_resumably()
   bool aborted_ = false;    // abort() was called

@@ -21,7 +21,8 @@ core::Result<Immediate> check(Immediate immediate, int error) {
       return R::ok(immediate);
     case ImmediateType::kControl:
       if (immediate.value != static_cast<uint32_t>(ControlCode::kFin) &&
-          immediate.value != static_cast<uint32_t>(ControlCode::kReset))
+          immediate.value != static_cast<uint32_t>(ControlCode::kReset) &&
+          immediate.value != static_cast<uint32_t>(ControlCode::kClosed))
         return R::fail(error);
       return R::ok(immediate);
   }

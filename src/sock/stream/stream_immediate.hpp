@@ -19,7 +19,9 @@ namespace vsock::sock {
 
 enum class ImmediateType : uint8_t { kData = 0, kCredit = 1, kControl = 2 };
 
-enum class ControlCode : uint32_t { kFin = 1, kReset = 2 };
+// kClosed follows the FIN when the socket is closed, not only shut down
+// for writing: its owner reads nothing more (docs/protocol.md §3, §5.1).
+enum class ControlCode : uint32_t { kFin = 1, kReset = 2, kClosed = 3 };
 
 // The largest DATA length or CREDIT count one immediate can carry.
 inline constexpr uint32_t kImmediateValueMax = (uint32_t{1} << 30) - 1;

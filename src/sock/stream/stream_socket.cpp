@@ -446,7 +446,7 @@ bool StreamSocket::on_last_close() {
   // Done here, not by the engine: the side-band thread dies with an
   // _exit() right after close(), and what it had not posted would be lost.
   if (writer_.switched()) {
-    channel_->shutdown_write();
+    channel_->close_write();  // FIN, then CLOSED: nothing more is read here
     if (!flush_locked(held, kCloseFlushMs))
       VSOCK_LOG(kDebug, "fd %d: close: data or FIN not acknowledged yet; the engine goes on", fd_hint_);
   }
@@ -466,7 +466,7 @@ void StreamSocket::finish_at_exit(int timeout_ms) {
     return;
   }
   if (kernel_only() || !channel_ || !upgrade_.committed() || !writer_.switched()) return;
-  channel_->shutdown_write();
+  channel_->close_write();
   flush_locked(held, timeout_ms);
 }
 

@@ -28,15 +28,19 @@ bool StreamSocket::resume_on_tcp() {
   if (!channel_->failed_resumably() || !channel_->started()) return false;
   // Both directions on rings: each side knows where its TCP part ends.
   if (!writer_.switched() || writer_.reverted() || !reader_.switch_known()) return false;
-  // Both directions ended on the ring (the peer's FIN came, ours was
-  // acknowledged): nothing is left to carry on; reads see the end, writes
-  // fail. A half-closed connection resumes like an open one: the side that
-  // shut down writes its record, what the peer had not credited, and then
-  // the kernel's FIN; the side that got that FIN on the ring reads the
-  // record and the end on TCP. Each side decides alone, and a FIN that one
-  // side saw and the other did not (its completion came after the failure)
-  // must not make them disagree, so neither skips the exchange.
-  if (channel_->peer_finished() && channel_->write_shut() && channel_->all_sent()) return false;
+  // Nothing is left to carry on when both directions ended on the ring
+  // (the peer's FIN came, ours was acknowledged), or when the peer closed
+  // its socket (its FIN, then CLOSED: it reads nothing more, and its
+  // process may be gone): reads see the end, writes fail, as after the
+  // kernel's close. A half-closed connection (a FIN without CLOSED)
+  // resumes like an open one: the side that shut down writes its record,
+  // what the peer had not credited, and then the kernel's FIN; the side
+  // that got that FIN on the ring reads the record and the end on TCP.
+  // Each side decides alone, and a FIN that one side saw and the other did
+  // not (its completion came after the failure) must not make them
+  // disagree, so neither skips the exchange for a FIN alone.
+  if (channel_->peer_finished() && (channel_->peer_closed() || (channel_->write_shut() && channel_->all_sent())))
+    return false;
   // The peer's direction: our ring up to what arrived, then TCP.
   const uint64_t received = channel_->ring_received();
   if (!reader_.on_revert(received)) return false;
