@@ -94,12 +94,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const bool legal = imm.value <= remote.used();
         check(remote.consume(imm.value).has_value() == legal);
       } else {
-        check(imm.value == 1 || imm.value == 2);
+        check(imm.value >= 1 && imm.value <= 3);  // FIN, RESET, CLOSED
       }
     } else {
       const uint32_t type = word >> 30, value = word & kImmediateValueMax;
       // Refused only for what §3 forbids.
-      check(type == 3 || (type <= 1 && value == 0) || (type == 2 && value != 1 && value != 2));
+      check(type == 3 || (type <= 1 && value == 0) || (type == 2 && (value == 0 || value > 3)));
     }
     check(ring.used() <= ring.capacity());
     check_spans_inside(ring, ring.readable_all());

@@ -234,7 +234,7 @@ class StreamChannel {
   bool peer_closed() const { return peer_closed_; }
   bool write_shut() const { return write_shut_; }
   // Every accepted byte has been posted and acknowledged, and the FIN too
-  // after shutdown_write(). (Without a FIN, an unsignalled tail is only
+  // after shutdown_write() (CLOSED after close_write()). (Without a FIN, an unsignalled tail is only
   // known to be done after a later signalled request, e.g. a probe().)
   bool all_sent() const;
   uint32_t inline_limit() const { return inline_limit_; }

@@ -93,7 +93,7 @@ core::Result<bool> StreamSocket::take_resume_record(int fd) {
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) return R::fail(EAGAIN);
-    if ((n == 0 || errno == ECONNRESET) && resume_have_ == 0) {
+    if ((n == 0 || (n < 0 && errno == ECONNRESET)) && resume_have_ == 0) {
       // The peer's process is gone (its kernel closed the socket, or reset
       // it when our record came) without a record. After its FIN on the
       // ring that is the orderly end it was: its stream is whole. Else the
