@@ -169,6 +169,7 @@ class Engine final : public UpgradeEngine {
         settings_(core::config().settings),
         cache_(kPeerCacheCapacity, uint64_t{settings_.peer_fail_cache_s} * 1000),
         after_data_peers_(kPeerCacheCapacity, uint64_t{settings_.peer_fail_cache_s} * 1000),
+        answering_peers_(kPeerCacheCapacity, uint64_t{settings_.peer_fail_cache_s} * 1000),
         // Keys name listeners across processes: a child's listen key is not
         // its parent's (the child inherits the parent's keys in its sockets).
         next_key_((uint64_t{static_cast<uint32_t>(::getpid())} << 32) | 1),
@@ -258,6 +259,9 @@ class Engine final : public UpgradeEngine {
   void bind_early(std::unique_ptr<EarlyUpgrade> early, int fd, StreamSocket* stream);
   void on_connector_event(StreamSocket* stream, const rdma::CmEvent& event);
   void finish_connect(StreamSocket* stream);
+  // The connecting socket's peer is in `peers` (a live entry) / goes in.
+  bool peer_is_in(StreamSocket* stream, PeerFailureCache* peers);
+  void remember_peer_of(StreamSocket* stream, PeerFailureCache* peers);
   void on_connection_event(StreamSocket* stream, const rdma::CmEvent& event);
   void check_timers();
   static bool switch_in_progress(StreamSocket* stream);
@@ -278,6 +282,11 @@ class Engine final : public UpgradeEngine {
   // TCP_DEFER_ACCEPT): later connections to them write first and ask once
   // (with kRequestFlagAfterData), for the cache period.
   PeerFailureCache after_data_peers_;
+  // Servers whose library accepted an upgrade of ours lately: a timeout to
+  // one of them is that connection's (many handshakes at once on a slow
+  // path), not a sign that the peer has no libvsock, so it does not go
+  // into cache_ (which would keep every later connection on TCP).
+  PeerFailureCache answering_peers_;
   uint64_t next_key_;
   std::map<uint64_t, std::unique_ptr<Listener>> listeners_;
   uint64_t rendezvous_key_ = 0;  // listeners_ key of the rendezvous listener (0: none yet)

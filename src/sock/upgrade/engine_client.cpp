@@ -191,6 +191,7 @@ void Engine::finish_connect(StreamSocket* stream) {
       stream->connection() = connector.take_connection();
       stream->set_bound_promised((accept.value().flags & wire::kAcceptFlagBound) != 0);
       stream->apply(stream->upgrade().on(UpgradeEvent::kCmEstablished));
+      remember_peer_of(stream, &answering_peers_);
       return;
     }
     case rdma::CmOutcome::kRejected: {
@@ -219,16 +220,35 @@ void Engine::finish_connect(StreamSocket* stream) {
   // libvsock: a timeout after that (a worker slow to open its device) is
   // this connection's, not the peer's.
   const Tracked* tracked = tracked_entry(stream);
-  const bool peer_answered = tracked != nullptr && (tracked->redirects > 0 || tracked->first_write_deadline_ms != 0);
-  if (stream->kernel_only() && UpgradeState::remember_peer(reason) && !peer_answered) {
-    // Only a peer that took our TCP connection and still said no is worth
-    // remembering: a refused TCP connect says nothing about its library.
-    sockaddr_storage peer{};
-    socklen_t peer_len = sizeof peer;
-    int fd = stream->fd_hint();
-    if (fd >= 0 && sys::real().getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) == 0)
-      cache_.record_failure(reinterpret_cast<sockaddr*>(&peer), peer_len, static_cast<uint64_t>(core::monotonic_ms()));
-  }
+  bool peer_answered = tracked != nullptr && (tracked->redirects > 0 || tracked->first_write_deadline_ms != 0);
+  // Likewise a timeout to a server that accepted one of our upgrades lately.
+  if (reason == FallbackReason::kTimeout && !peer_answered) peer_answered = peer_is_in(stream, &answering_peers_);
+  // Only a peer that took our TCP connection and still said no is worth
+  // remembering: a refused TCP connect says nothing about its library.
+  if (stream->kernel_only() && UpgradeState::remember_peer(reason) && !peer_answered) remember_peer_of(stream, &cache_);
+}
+
+namespace {
+// The connecting socket's peer address; false when the kernel cannot say.
+bool peer_address(StreamSocket* stream, sockaddr_storage* peer, socklen_t* len) {
+  *len = sizeof *peer;
+  int fd = stream->fd_hint();
+  return fd >= 0 && sys::real().getpeername(fd, reinterpret_cast<sockaddr*>(peer), len) == 0;
+}
+}  // namespace
+
+bool Engine::peer_is_in(StreamSocket* stream, PeerFailureCache* peers) {
+  sockaddr_storage peer{};
+  socklen_t len = 0;
+  return peer_address(stream, &peer, &len) &&
+         peers->should_skip(reinterpret_cast<sockaddr*>(&peer), len, static_cast<uint64_t>(core::monotonic_ms()));
+}
+
+void Engine::remember_peer_of(StreamSocket* stream, PeerFailureCache* peers) {
+  sockaddr_storage peer{};
+  socklen_t len = 0;
+  if (peer_address(stream, &peer, &len))
+    peers->record_failure(reinterpret_cast<sockaddr*>(&peer), len, static_cast<uint64_t>(core::monotonic_ms()));
 }
 
 }  // namespace vsock::sock::side_band
