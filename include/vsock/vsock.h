@@ -98,7 +98,8 @@ struct vsock_stats {
   uint64_t udp_resolution_failures;
   /* Datagrams that came over UD and were dropped: the socket's receive
    * budget (SO_RCVBUF) was full; the header or GRH did not parse; no
-   * socket of this process has that cookie (answered with a REVOKE);
+   * socket of this process has that cookie (answered with an UNREACH, or
+   * a REVOKE when that socket left UD and lives on in the kernel);
    * fragments (or partial datagrams) reassembly dropped: a bad or
    * duplicate fragment, memory or time limits. */
   uint64_t udp_drops_budget;
