@@ -273,10 +273,11 @@ Status StreamChannel::shutdown_write() {
 Status StreamChannel::close_write() {
   if (error_ != 0) return Status::fail(error_);
   if (!started_) return Status::fail(ENOTCONN);
-  if (closed_pending_) return rdma::ok_status();
+  // Once: a second CLOSED is the peer's reason to reset.
+  if (close_requested_) return rdma::ok_status();
+  close_requested_ = true;
   closed_pending_ = true;
-  write_shut_ = true;
-  if (!fin_posted_) fin_pending_ = true;
+  if (!write_shut_) return shutdown_write();  // the FIN, and CLOSED behind it (queue_closed)
   pump_sends(true);
   return error_ != 0 ? Status::fail(error_) : rdma::ok_status();
 }

@@ -342,7 +342,8 @@ class StreamChannel {
   bool fin_posted_ = false;
   bool peer_fin_ = false;
   bool peer_closed_ = false;  // peer_closed()
-  bool closed_pending_ = false;  // close_write(): CLOSED goes after the FIN
+  bool close_requested_ = false;  // close_write() was called (CLOSED goes once)
+  bool closed_pending_ = false;   // CLOSED is due after the FIN, not posted yet
   int error_ = 0;
   bool resumable_ = false;  // failed_resumably()
   bool aborted_ = false;    // abort() was called
