@@ -43,7 +43,7 @@ run_side() {
 # both ends' checksums agree. Host b: the client, reports the time.
 # With FLAP=1, host b takes its link down for 3 s mid-stream.
 one_run() {  # NAME SERVER_PRELOADED CLIENT_PRELOADED
-  local name=$1 spre=$2 cpre=$3 port pkts segs start sums
+  local name=$1 spre=$2 cpre=$3 port pkts segs start sums stats
   pkts=$(th_device_packets) segs=$(th_tcp_segments)
   if [ "$TH_ROLE" = a ]; then
     : > "$TH_WORK/$name.log"
@@ -67,8 +67,9 @@ one_run() {  # NAME SERVER_PRELOADED CLIENT_PRELOADED
     pair_mark "$name-client" "$(grep '^conn ' "$TH_WORK/$name.out")"
   fi
   th_evidence "$name ($TH_ROLE)" "$pkts" "$segs"
-  STATS=$(ut_stats "$TH_WORK/$name.log" upgrades_done rdma_bytes_sent tcp_bytes_sent stream_resumes upgrade_resets)
-  [ -n "$STATS" ] && th_log "$name ($TH_ROLE): $STATS"
+  LAST_LOG=$TH_WORK/$name.log
+  stats=$(ut_stats "$LAST_LOG" upgrades_done rdma_bytes_sent tcp_bytes_sent stream_resumes upgrade_resets)
+  [ -n "$stats" ] && th_log "$name ($TH_ROLE): $stats"
   return 0
 }
 
@@ -89,7 +90,8 @@ flap_when_flowing() {
   th_log "link up again"
 }
 
-stat_of() { local s=" $STATS "; s=${s#* $1=}; echo "${s%% *}"; }
+# One counter of the last run's stats line.
+stat_of() { ut_stat "$LAST_LOG" "$1"; }
 
 case $scenario in
   upgrade)
