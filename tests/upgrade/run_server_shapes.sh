@@ -76,7 +76,7 @@ run_shape() {
   tcp=$(ut_stat "$work/$tag.client.stats" tcp_bytes_sent)
   echo "MEASURED shape=$shape path=libvsock ${measured#MEASURED } upgraded=${done_:-0}/$conns" \
     "rdma_bytes_sent=${rdma:-0} tcp_bytes_sent=${tcp:-0} rxe_sent_pkts=$((sent1 - sent0))"
-  echo "  client: $(ut_stats_summary "$work/$tag.client.stats") upgrade_redirects=$(ut_stat "$work/$tag.client.stats" upgrade_redirects) fallback_refused=$(ut_stat "$work/$tag.client.stats" fallback_refused)"
+  echo "  client: $(ut_stats_summary "$work/$tag.client.stats") upgrade_redirects=$(ut_stat "$work/$tag.client.stats" upgrade_redirects)"
   echo "  server: $(ut_stats "$work/$tag.server.stats" upgrades_done rendezvous_claims fallback_declined fallback_timeout)"
   [ "${done_:-0}" -eq "$conns" ] || ut_fail "$shape: ${done_:-0} of $conns connections upgraded"
   [ $((${rdma:-0} * 10)) -ge $(((${rdma:-0} + ${tcp:-0}) * 9)) ] || ut_fail "$shape: under 90 % of the bytes over RDMA"

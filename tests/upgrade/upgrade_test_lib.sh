@@ -77,6 +77,7 @@ ut_stat() {
 ut_stats_summary() {
   ut_stats "$1" tcp_bytes_sent tcp_bytes_received rdma_bytes_sent rdma_bytes_received upgrade_attempts \
     upgrades_done upgrade_resets fallback_declined fallback_rejected fallback_no_listener fallback_timeout \
+    fallback_cached_peer fallback_peer_closed fallback_no_request fallback_refused stream_resumes \
     udp_ud_sends udp_ud_receives udp_kernel_sends udp_kernel_receives
 }
 
