@@ -88,5 +88,22 @@ TEST(ResumeRecord, IsNoOtherMessage) {
   EXPECT_FALSE(parse_resume_record(other.data(), other.size()).has_value());
 }
 
+TEST(ResumeRecord, ItsHeaderAloneIsRecognisedForItsConnectionOnly) {
+  const Bytes bytes = encoded(sample());
+  EXPECT_TRUE(begins_resume_record(bytes.data(), 16, sample().nonce));
+  EXPECT_TRUE(begins_resume_record(bytes.data(), bytes.size(), sample().nonce));
+  EXPECT_FALSE(begins_resume_record(bytes.data(), 15, sample().nonce));  // not all of the header yet
+  EXPECT_FALSE(begins_resume_record(bytes.data(), 16, sample().nonce + 1));
+  EXPECT_FALSE(begins_resume_record(nullptr, 16, sample().nonce));
+  Bytes urgent = bytes;
+  urgent[0] = '!';  // anything else on TCP, e.g. an urgent byte read inline
+  EXPECT_FALSE(begins_resume_record(urgent.data(), urgent.size(), sample().nonce));
+  RevertMessage revert;
+  revert.nonce = sample().nonce;
+  Bytes other(kRevertMessageSize);
+  encode(revert, other.data());
+  EXPECT_FALSE(begins_resume_record(other.data(), other.size(), sample().nonce));
+}
+
 }  // namespace
 }  // namespace vsock::sock::wire

@@ -386,6 +386,84 @@ void report(Peer& p, const char* mode, double wait_ms) {
          static_cast<unsigned long long>(p.credit_in), p.fin_in, p.reset_in, tcp.c_str(), cm.c_str());
 }
 
+// Reads exactly `len` bytes from TCP within `ms`; false on end, error or
+// timeout.
+bool read_tcp(int fd, uint8_t* out, size_t len, int ms) {
+  double end = now_ms() + ms;
+  size_t have = 0;
+  while (have < len) {
+    pollfd pfd{fd, POLLIN, 0};
+    int left = int(end - now_ms());
+    if (left <= 0 || poll(&pfd, 1, left) <= 0) return false;
+    ssize_t n = recv(fd, out + have, len - have, 0);
+    if (n <= 0) return false;
+    have += size_t(n);
+  }
+  return true;
+}
+
+// Our queue pair fails on our side only (docs/protocol.md section 5.1),
+// while the server's keeps working and its application only reads: we
+// write our Resume record on TCP, resend the stream from 0 (the server
+// skips what its ring had), write more there and shut down; the server
+// must notice alone, answer with its own record, and read every byte once.
+bool resume_alone(Peer& p) {
+  command(p, "read resume-alone\n");
+  const uint32_t ring_part = 1000, tcp_part = 500;
+  stream(p, fill_source(p, 'A', ring_part), ring_part);
+  if (!wait_sends(p, 3000) || p.send_failed) {
+    printf("FAIL: resume-alone: the ring part did not go\n");
+    return false;
+  }
+  ibv_qp_attr error_state{};
+  error_state.qp_state = IBV_QPS_ERR;
+  if (ibv_modify_qp(p.qp, &error_state, IBV_QP_STATE) != 0) die("ibv_modify_qp(ERR)");
+  // The record, then the whole stream again (the command line and the
+  // ring part), then the new bytes.
+  std::vector<uint8_t> tcp(32, 0);
+  memcpy(tcp.data(), "VSKF", 4);
+  tcp[4] = 1;
+  put64(tcp.data() + 8, p.nonce);
+  put64(tcp.data() + 16, 0);
+  put64(tcp.data() + 24, p.tail);
+  std::string command_line = "read resume-alone\n";
+  tcp.insert(tcp.end(), command_line.begin(), command_line.end());
+  tcp.insert(tcp.end(), ring_part + tcp_part, 'A');
+  const double start = now_ms();
+  if (send(p.tcp, tcp.data(), tcp.size(), 0) != ssize_t(tcp.size())) die("TCP send");
+  shutdown(p.tcp, SHUT_WR);
+  uint8_t theirs[32];
+  if (!read_tcp(p.tcp, theirs, sizeof theirs, 10000)) {
+    printf("FAIL: resume-alone: no Resume record from the server within 10 s\n");
+    return false;
+  }
+  const double took = now_ms() - start;
+  const uint64_t resend_from = get64(theirs + 16), ring_written = get64(theirs + 24);
+  printf("  resume-alone: the server's Resume record came %.0f ms after ours (resend from %llu, ring written %llu)\n",
+         took, static_cast<unsigned long long>(resend_from), static_cast<unsigned long long>(ring_written));
+  if (memcmp(theirs, "VSKF", 4) != 0 || get64(theirs + 8) != p.nonce || ring_written != p.data_in ||
+      resend_from > ring_written) {
+    printf("FAIL: resume-alone: the server's record is not what protocol.md says\n");
+    return false;
+  }
+  // What it resends of its "ok\n" that our ring had, then its close.
+  std::vector<uint8_t> resent(ring_written - resend_from);
+  if (!resent.empty() && (!read_tcp(p.tcp, resent.data(), resent.size(), 10000) ||
+                          memcmp(resent.data(), "ok\n" + resend_from, resent.size()) != 0)) {
+    printf("FAIL: resume-alone: the server did not resend its uncredited bytes\n");
+    return false;
+  }
+  uint8_t more;
+  pollfd pfd{p.tcp, POLLIN, 0};
+  if (poll(&pfd, 1, 10000) <= 0 || recv(p.tcp, &more, 1, 0) != 0) {
+    printf("FAIL: resume-alone: the server wrote more, or did not close, after its record\n");
+    return false;
+  }
+  close(p.tcp);
+  p.tcp = -1;
+  return true;
+}
+
 template <typename F>
 int flood(int count, F one) {
   int posted = 0;
@@ -594,6 +672,9 @@ int main(int argc, char** argv) {
       printf("FAIL: write-after-fin: a write into a closed socket's ring was acknowledged\n");
       ok = false;
     }
+  } else if (mode == "resume-alone") {
+    ok = resume_alone(p);
+    report(p, mode.c_str(), 500);
   } else {
     fprintf(stderr, "unknown mode %s\n", mode.c_str());
     return 2;

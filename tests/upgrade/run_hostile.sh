@@ -30,8 +30,10 @@ message_modes="send-extra flood-send"
 # then the reset (end=eof then=ECONNRESET), never the data behind it.
 fin_modes="data-after-fin second-fin"
 # Not violations: bounded (no-credit), absorbed (flood-credit), never
-# delivered (write-after-fin).
-other_modes="no-credit flood-credit write-after-fin"
+# delivered (write-after-fin); and a peer whose queue pair failed on its
+# side only, which resumes on TCP alone (resume-alone): the server must
+# notice, resume too and read every byte once.
+other_modes="no-credit flood-credit write-after-fin resume-alone"
 modes="${*:-$reset_modes $message_modes $fin_modes $other_modes}"
 
 work=$(mktemp -d /tmp/vsock-hostile.XXXXXX) || exit 2
@@ -107,6 +109,9 @@ for mode in $modes; do
     flood-credit)
       [ "$pushed" = 16384 ] && [ "$stalled" = 0 ] && [ "$end" = eof ] ||
         { show; ut_fail "flood-credit: expected the push to complete and an orderly end, got $line"; } ;;
+    resume-alone)
+      [ "$bytes" = 1500 ] && [ "$end" = eof ] ||
+        { show; ut_fail "resume-alone: expected 1000 ring bytes and 500 TCP bytes, each once, then the end, got $line"; } ;;
     write-after-fin)
       [ "$bytes" = 1000 ] && [ "$end" = eof ] && [ "$then" = eof ] ||
         { show; ut_fail "write-after-fin: expected exactly the 1000 accounted bytes, then the end, got $line"; } ;;
@@ -139,7 +144,8 @@ rss_first=${rss%% *} rss_max=$(printf '%s\n' $rss | sort -n | tail -n1)
 [ $((rss_max - rss_first)) -lt 16384 ] ||
   ut_fail "the server's resident size grew from $rss_first to $rss_max kB over the hostile connections"
 grep -c 'protocol violation' "$work/server.stats" | sed 's/^/server log: protocol violation lines: /'
-# Exactly: no-credit, flood-credit and write-after-fin break no rule.
+# Exactly: no-credit, flood-credit, write-after-fin and resume-alone
+# break no rule.
 [ "${counted:-0}" -eq "$violations" ] ||
   { show; ut_fail "the server counted ${counted:-0} violations, $violations hostile connections broke the protocol"; }
 echo "PASS: $violations violating connections reset and counted; no-credit bounded; the good connection byte-exact throughout"

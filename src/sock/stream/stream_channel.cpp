@@ -515,21 +515,23 @@ Status StreamChannel::probe() {
   return error_ != 0 ? Status::fail(error_) : rdma::ok_status();
 }
 
-void StreamChannel::note_idle(int ms) {
+bool StreamChannel::note_idle(int ms) {
   idle_ms_ += ms > 0 ? ms : 0;
-  if (idle_ms_ < kProbeIdleMs) return;
+  if (idle_ms_ < kProbeIdleMs) return false;
   idle_ms_ = 0;
   probe();
+  return true;
 }
 
-void StreamChannel::note_sleep(int64_t now_ms) {
+bool StreamChannel::note_sleep(int64_t now_ms) {
   if (idle_since_ms_ == 0) {
     idle_since_ms_ = now_ms;
-    return;
+    return false;
   }
-  if (now_ms - idle_since_ms_ < kProbeIdleMs) return;
+  if (now_ms - idle_since_ms_ < kProbeIdleMs) return false;
   idle_since_ms_ = now_ms;
   probe();
+  return true;
 }
 
 // ---------------------------------------------------------------- message --

@@ -207,14 +207,15 @@ class StreamChannel {
   rdma::Status probe();
   // A waiter slept `ms` without any event. Once kProbeIdleMs of such sleep
   // has added up with no completion in between (over any number of waits:
-  // callers often wait in short slices), probes. wait_until() calls it.
-  void note_idle(int ms);
+  // callers often wait in short slices), probes, and says so (true).
+  // wait_until() calls it.
+  bool note_idle(int ms);
   // The same for a poll/epoll waiter, which sleeps on many sockets and does
   // not know which woke it: it is about to sleep at now_ms. Once nothing
   // has arrived for kProbeIdleMs since its first such sleep, probes (so a
   // peer whose RDMA failed on its own side is noticed, docs/protocol.md
-  // §5.1, even when this side only waits).
-  void note_sleep(int64_t now_ms);
+  // §5.1, even when this side only waits), and says so (true).
+  bool note_sleep(int64_t now_ms);
   static constexpr int kProbeIdleMs = 1000;
 
   // --- state -------------------------------------------------------------

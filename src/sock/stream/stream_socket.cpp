@@ -545,8 +545,11 @@ int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
                       upgrade_.phase() != UpgradePhase::kFailed;
   *slice_ms = pending ? 0 : transitional ? kTransitionSliceMs : kIdleSliceMs;
   if (!pending) core::stat_add(core::Stat::wait_sleeps);
-  if (!pending && channel_ && !kernel_only() && channel_->started() && channel_->error() == 0)
-    channel_->note_sleep(core::monotonic_ms());
+  if (!pending && channel_ && !kernel_only() && channel_->started() && channel_->error() == 0 &&
+      channel_->note_sleep(core::monotonic_ms())) {
+    look_for_peer_resume(fd);
+    if (resuming_) *slice_ms = 0;  // readiness changed: the caller looks again at once
+  }
   return n;
 }
 
@@ -625,7 +628,7 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
   // The channel may have been replaced or dropped while we slept.
   if (channel_index >= 0 && channel == channel_.get() && channel_ && (fds[channel_index].revents & POLLIN))
     channel_->take_event();
-  if (rc == 0 && channel == channel_.get() && channel_) channel_->note_idle(slice);
+  if (rc == 0 && channel == channel_.get() && channel_ && channel_->note_idle(slice)) look_for_peer_resume(fd);
   if (deadline_ms >= 0 && core::monotonic_ms() >= deadline_ms) return R::fail(EAGAIN);
   return R::ok(false);
 }

@@ -284,6 +284,12 @@ class StreamSocket final : public ManagedSocket {
   // record is bad (then the connection is reset).
   core::Result<bool> take_resume_record(int fd);
   core::Result<bool> lose_resume(int error, const char* why);
+  // Called once a second while the channel is idle (with its probe): a
+  // queue pair that failed on the peer's side only can leave ours silent
+  // and working (rxe still acknowledges a probe to a queue pair in the
+  // error state), so the peer's Resume record on TCP is how we learn that
+  // it resumed. Then we fail the channel and resume too.
+  void look_for_peer_resume(int fd);
   // New connections to this peer stay on TCP for a while (failed_paths).
   void note_peer_path_failed() const;
   // Writes what a peer's Revert left to resend (non-blocking), then a
@@ -359,6 +365,7 @@ class StreamSocket final : public ManagedSocket {
   size_t resume_have_ = 0;
   uint64_t resume_skip_ = 0;
   uint8_t resume_in_[wire::kResumeRecordSize] = {};
+  bool tcp_closed_under_rings_ = false;  // look_for_peer_resume(): TCP ended, stop looking
   int resend_fd_ = -1;           // our own dup of the socket while resend_ waits
   int last_fd_ = -1;             // the fd of the latest call (may be closed since)
   uint64_t inode_ = 0;           // the kernel socket's inode (0: unknown)

@@ -9,6 +9,7 @@
 // and the rest. The application sees nothing. A peer whose process is gone
 // shows up on TCP as the kernel shows it (end of file or a reset), so only
 // that ends the connection.
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -17,6 +18,7 @@
 #include "core/stats.hpp"
 #include "sock/stream/stream_socket.hpp"
 #include "sock/upgrade/failed_paths.hpp"
+#include "sock/wire/message_header.hpp"
 #include "sock/wire/resume_record.hpp"
 #include "sys/real_calls.hpp"
 
@@ -70,6 +72,29 @@ bool StreamSocket::resume_on_tcp() {
   flush_resend_locked();
   notify();
   return true;
+}
+
+void StreamSocket::look_for_peer_resume(int fd) {
+  if (tcp_closed_under_rings_ || resuming_ || !channel_ || kernel_only() || error_ != 0) return;
+  if (channel_->error() != 0 || !writer_.switched() || writer_.reverted() || !reader_.on_ring()) return;
+  pollfd tcp{fd, POLLIN | POLLRDHUP, 0};
+  if (sys::real().poll(&tcp, 1, 0) <= 0) return;
+  if ((tcp.revents & POLLIN) == 0 || (tcp.revents & POLLERR) != 0) {
+    // The peer's kernel closed or reset TCP with nothing before: its
+    // process closed the socket (the ring carries its FIN) or died (its
+    // queue pair went with it, which a probe finds). Nothing more to look
+    // for here, and a level-triggered end would be seen on every look.
+    if ((tcp.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) tcp_closed_under_rings_ = true;
+    return;
+  }
+  // Peeked, never read: resume_on_tcp()'s reader takes the record later.
+  uint8_t head[wire::kMessageHeaderSize];
+  ssize_t n = sys::real().recv(fd, head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
+  if (n < static_cast<ssize_t>(sizeof head) || !wire::begins_resume_record(head, sizeof head, nonce_)) return;
+  // What arrived on the ring before the peer's failure is taken first.
+  channel_->progress();
+  channel_->fail_transport("the peer resumed on TCP");
+  advance();
 }
 
 void StreamSocket::note_peer_path_failed() const {

@@ -39,4 +39,10 @@ core::Result<ResumeRecord> parse_resume_record(const void* data, size_t len) {
   return R::ok(record);
 }
 
+bool begins_resume_record(const void* data, size_t len, uint64_t nonce) {
+  uint64_t theirs = 0;
+  return data != nullptr && len >= kMessageHeaderSize &&
+         parse_message_header(static_cast<const uint8_t*>(data), kResumeMagic, &theirs) && theirs == nonce;
+}
+
 }  // namespace vsock::sock::wire

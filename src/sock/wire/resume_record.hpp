@@ -37,4 +37,9 @@ void encode(const ResumeRecord& record, uint8_t out[kResumeRecordSize]);
 // caller's checks.
 core::Result<ResumeRecord> parse_resume_record(const void* data, size_t len);
 
+// Whether `len` bytes (at least the 16-byte header) start a Resume record
+// of the connection with `nonce`: how a side whose queue pair still works
+// recognises, in what TCP holds, that the peer resumed.
+bool begins_resume_record(const void* data, size_t len, uint64_t nonce);
+
 }  // namespace vsock::sock::wire
