@@ -12,8 +12,11 @@
  *                                   to MAX B at most; each a
  *                                   pattern of its index), waits for each
  *                                   echo (1 s), compares it byte for byte;
- *                                   a lost one is counted, not resent.
- *                                   Prints "echoed E/N lost L wrong W in S s"
+ *                                   a lost one is counted, not resent
+ *                                   (so is one the network refused: no
+ *                                   route, U of them).
+ *                                   Prints "echoed E/N lost L wrong W in S s
+ *                                   (unreachable U)"
  *                                   and exits 0 only when W is 0 and L is 0.
  *   udp_pair burst ADDR PORT ROUNDS BATCH
  *                                   each round sends BATCH datagrams
@@ -112,14 +115,22 @@ static int client(const char* addr, int port, long count, const char* wait, size
   int epfd = make_epoll(fd, wait);
   uint8_t* out = malloc(kMax);
   uint8_t* in = malloc(kMax + 1);
-  long echoed = 0, lost = 0, wrong = 0;
+  long echoed = 0, lost = 0, wrong = 0, unreachable = 0;
   double start = now_s();
   for (long i = 0; i < count; ++i) {
     size_t size = kSizes[i % (sizeof kSizes / sizeof kSizes[0])];
     if (size > max_size) size = max_size;
     for (size_t at = 0; at < size; ++at) out[at] = pattern((uint32_t)i, at);
     if (size >= 4) memcpy(out, &i, 4); /* the index, to tell a late echo from the one awaited */
-    if (sendto(fd, out, size, 0, (struct sockaddr*)&to, sizeof to) != (ssize_t)size) return die("sendto");
+    if (sendto(fd, out, size, 0, (struct sockaddr*)&to, sizeof to) != (ssize_t)size) {
+      /* The route is gone while this host's link is down (two-host link
+       * flap): the datagram is lost, as UDP may; a moment, then on. */
+      if (errno != ENETUNREACH && errno != ENETDOWN && errno != EHOSTUNREACH) return die("sendto");
+      ++lost;
+      ++unreachable;
+      usleep(100 * 1000);
+      continue;
+    }
     double deadline = now_s() + kEchoMs / 1000.0;
     int got = 0;
     while (!got && now_s() < deadline) {
@@ -141,7 +152,8 @@ static int client(const char* addr, int port, long count, const char* wait, size
   }
   double secs = now_s() - start;
   sendto(fd, "QUIT", 4, 0, (struct sockaddr*)&to, sizeof to);
-  printf("echoed %ld/%ld lost %ld wrong %ld in %.3f s\n", echoed, count, lost, wrong, secs);
+  printf("echoed %ld/%ld lost %ld wrong %ld in %.3f s (unreachable %ld)\n", echoed, count, lost, wrong, secs,
+         unreachable);
   return wrong == 0 && lost == 0 ? 0 : 1;
 }
 

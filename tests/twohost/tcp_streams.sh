@@ -60,7 +60,7 @@ one_run() {  # NAME SERVER_PRELOADED CLIENT_PRELOADED
     : > "$TH_WORK/$name.log"
     start=$(date +%s.%N)
     run_side "$name" "$cpre" client "$TH_PEER" "$port"
-    [ "${FLAP:-0}" = 1 ] && flap_when_flowing "$PID"
+    [ "${FLAP:-0}" = 1 ] && th_flap_when_flowing "$PID" 20000
     ut_wait_pid "$PID" $((limit + 30)) || ut_fail "$name: the client failed (exit $?)"
     th_log "$name: $conns connections x $bytes each way verified in" \
       "$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f s", e - s }')"
@@ -71,23 +71,6 @@ one_run() {  # NAME SERVER_PRELOADED CLIENT_PRELOADED
   stats=$(ut_stats "$LAST_LOG" upgrades_done rdma_bytes_sent tcp_bytes_sent stream_resumes upgrade_resets)
   [ -n "$stats" ] && th_log "$name ($TH_ROLE): $stats"
   return 0
-}
-
-# Host b, FLAP=1: once 20,000 packets crossed the device (60 s at most),
-# the link goes down for 3 s.
-flap_when_flowing() {
-  local pid=$1 base i
-  base=$(cat "$TH_COUNTERS/rcvd_pkts")
-  for ((i = 0; i < 600; i++)); do
-    [ $(($(cat "$TH_COUNTERS/rcvd_pkts") - base)) -ge 20000 ] && break
-    kill -0 "$pid" 2>/dev/null || ut_fail "the client ended before the link could fail"
-    sleep 0.1
-  done
-  th_log "$(($(cat "$TH_COUNTERS/rcvd_pkts") - base)) packets received; link down for 3 s"
-  ip link set "$RXE_VM_NETDEV" down
-  sleep 3
-  ip link set "$RXE_VM_NETDEV" up
-  th_log "link up again"
 }
 
 # One counter of the last run's stats line.

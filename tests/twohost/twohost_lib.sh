@@ -65,3 +65,21 @@ th_kill_wait() {
   kill -s "$2" "$1" 2>/dev/null
   ut_wait_pid "$1" "$3"
 }
+
+# th_flap_when_flowing PID PACKETS: once this host's rxe0 received PACKETS
+# more packets (60 s at most; PID must still run), takes this host's link
+# down for 3 s and up again.
+th_flap_when_flowing() {
+  local pid=$1 want=$2 base i
+  base=$(cat "$TH_COUNTERS/rcvd_pkts")
+  for ((i = 0; i < 600; i++)); do
+    [ $(($(cat "$TH_COUNTERS/rcvd_pkts") - base)) -ge "$want" ] && break
+    kill -0 "$pid" 2>/dev/null || ut_fail "the client ended before the link could fail"
+    sleep 0.1
+  done
+  th_log "$(($(cat "$TH_COUNTERS/rcvd_pkts") - base)) packets received; link down for 3 s"
+  ip link set "$RXE_VM_NETDEV" down
+  sleep 3
+  ip link set "$RXE_VM_NETDEV" up
+  th_log "link up again"
+}
