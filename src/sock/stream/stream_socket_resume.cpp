@@ -79,17 +79,20 @@ void StreamSocket::look_for_peer_resume(int fd) {
   if (channel_->error() != 0 || !writer_.switched() || writer_.reverted() || !reader_.on_ring()) return;
   pollfd tcp{fd, POLLIN | POLLRDHUP, 0};
   if (sys::real().poll(&tcp, 1, 0) <= 0) return;
-  if ((tcp.revents & POLLIN) == 0 || (tcp.revents & POLLERR) != 0) {
-    // The peer's kernel closed or reset TCP with nothing before: its
-    // process closed the socket (the ring carries its FIN) or died (its
-    // queue pair went with it, which a probe finds). Nothing more to look
-    // for here, and a level-triggered end would be seen on every look.
-    if ((tcp.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0) tcp_closed_under_rings_ = true;
+  // The peer's kernel ended TCP with nothing before the end: its process
+  // closed the socket (the ring carries its FIN) or died (its queue pair
+  // went with it, which a probe finds). Nothing more to look for here, and
+  // a level-triggered end would be seen on every look. A reset is not
+  // peeked at: that would take its error from the socket.
+  if ((tcp.revents & POLLERR) != 0 || ((tcp.revents & POLLIN) == 0 && (tcp.revents & (POLLRDHUP | POLLHUP)) != 0)) {
+    tcp_closed_under_rings_ = true;
     return;
   }
+  if ((tcp.revents & POLLIN) == 0) return;
   // Peeked, never read: resume_on_tcp()'s reader takes the record later.
   uint8_t head[wire::kMessageHeaderSize];
   ssize_t n = sys::real().recv(fd, head, sizeof head, MSG_PEEK | MSG_DONTWAIT);
+  if (n == 0) tcp_closed_under_rings_ = true;
   if (n < static_cast<ssize_t>(sizeof head) || !wire::begins_resume_record(head, sizeof head, nonce_)) return;
   // What arrived on the ring before the peer's failure is taken first.
   channel_->progress();
