@@ -22,6 +22,7 @@ struct Settings {
   std::string log_file;          // empty: stderr
   bool stats = false;            // print counters at exit
   bool stats_shm = true;         // publish counters for vsock-stat (core/stats_segment.hpp)
+  bool spin_adapt = true;        // fit spins to the observed wait (sock/wait/spin_history.hpp)
   std::string device;            // empty: first active verbs device
   OffloadMode tcp = OffloadMode::kOffload;
   OffloadMode udp = OffloadMode::kOffload;

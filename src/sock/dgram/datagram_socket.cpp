@@ -541,7 +541,8 @@ core::Result<bool> DatagramSocket::wait_readable(int fd, int64_t deadline_ms) {
     hub = hub_;
   }
   // The spin: the UD queue on every look, the kernel socket now and then.
-  SpinBudget spin(core::config().settings.spin_us, deadline_ms < 0 ? -1 : deadline_ms * 1000);
+  SpinBudget spin(core::config().settings.spin_us, deadline_ms < 0 ? -1 : deadline_ms * 1000,
+                  SpinHistory::of_this_thread());
   pollfd kernel{fd, POLLIN, 0};
   const timespec now{0, 0};
   if (hub != nullptr) {

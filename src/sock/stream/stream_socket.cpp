@@ -575,7 +575,8 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
       return what == WaitFor::kRead ? c.data_received + c.messages_received + c.bytes_read
                                     : c.credits_received + c.bytes_written;
     };
-    SpinBudget spin(core::config().settings.spin_us, deadline_ms < 0 ? -1 : deadline_ms * 1000);
+    SpinBudget spin(core::config().settings.spin_us, deadline_ms < 0 ? -1 : deadline_ms * 1000,
+                    SpinHistory::of_this_thread());
     for (;;) {
       if (channel->progress().value() > 0) {
         advance();

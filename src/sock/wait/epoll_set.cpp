@@ -179,7 +179,8 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
   sys::ReentryGuard guard;
   const int64_t deadline = wait_deadline(timeout);
   // The profile's spin (bounded, yields the CPU now and then), then sleeps.
-  SpinBudget spin(core::config().settings.spin_us, deadline < 0 ? -1 : deadline * 1000);
+  SpinBudget spin(core::config().settings.spin_us, deadline < 0 ? -1 : deadline * 1000,
+                  SpinHistory::of_this_thread());
   bool spinning = true;
   std::vector<DueEntry> due;
   std::vector<std::shared_ptr<EpollView>> inner;

@@ -66,18 +66,37 @@ YieldMemory& memory() {
 
 }  // namespace
 
-SpinBudget::SpinBudget(uint32_t spin_us, int64_t deadline_us) {
-  const int64_t now = core::monotonic_us();
-  end_us_ = now + int64_t{spin_us};
-  if (deadline_us >= 0 && deadline_us < end_us_) end_us_ = deadline_us;
+SpinBudget::SpinBudget(uint32_t spin_us, int64_t deadline_us, SpinHistory* history)
+    : start_us_(core::monotonic_us()), history_(history) {
+  if (history_ != nullptr && spin_us > 0) spin_us = history_->budget_us(spin_us);
+  end_us_ = start_us_ + int64_t{spin_us};
+  if (deadline_us >= 0 && deadline_us < end_us_) {
+    end_us_ = deadline_us;
+    history_ = nullptr;  // the deadline, not the wait, would end this spin
+  }
   // Spent already (spin_us 0, or timeout 0): the first next() says so.
-  if (end_us_ <= now) end_us_ = INT64_MIN;
+  if (end_us_ <= start_us_) {
+    end_us_ = INT64_MIN;
+    history_ = nullptr;
+  }
+}
+
+SpinBudget::~SpinBudget() {
+  if (history_ == nullptr) return;
+  if (ran_out_)
+    history_->note_miss();
+  else if (looks_ > 0)
+    history_->note_hit(core::monotonic_us() - start_us_);
 }
 
 bool SpinBudget::next() {
   if (end_us_ == INT64_MIN) return false;
   ++looks_;
-  if (looks_ % kLooksPerCheck == 0 && core::monotonic_us() >= end_us_) return false;
+  if (looks_ % kLooksPerCheck == 0 && core::monotonic_us() >= end_us_) {
+    ran_out_ = true;
+    end_us_ = INT64_MIN;  // later calls say no at once
+    return false;
+  }
   YieldMemory& m = memory();
   if (m.sharing) {
     // What would answer us may be waiting for this CPU: give it up at

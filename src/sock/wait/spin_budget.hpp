@@ -18,6 +18,13 @@
 //     assuming it shares it.
 //   - the clock is read only every few looks (looks are cheaper than
 //     clock_gettime on some machines and emulators).
+//   - with a SpinHistory (the thread's, when the spin_adapt setting is
+//     on), the budget is the one the history gives for spin_us, and the
+//     spin tells it how it ended: a hit (what the wait waited for came
+//     after at least one look: the SpinBudget is destroyed before next()
+//     said no) or a miss (next() said no because the budget ran out). A
+//     wait satisfied at its first look, or whose deadline cut the spin,
+//     teaches nothing.
 //   - a wait that also watches kernel fds (poll over a mixed set, epoll)
 //     asks the kernel only on the first look and every few looks after
 //     (checkpoint()): a kernel look is a system call, and the upgraded
@@ -25,13 +32,18 @@
 #pragma once
 #include <cstdint>
 
+#include "sock/wait/spin_history.hpp"
+
 namespace vsock::sock {
 
 class SpinBudget {
  public:
   // deadline_us: absolute core::monotonic_us() time after which the wait
   // gives up, or -1 (none).
-  SpinBudget(uint32_t spin_us, int64_t deadline_us);
+  SpinBudget(uint32_t spin_us, int64_t deadline_us, SpinHistory* history = nullptr);
+  ~SpinBudget();
+  SpinBudget(const SpinBudget&) = delete;
+  SpinBudget& operator=(const SpinBudget&) = delete;
   // Call after a look that found nothing: true to look again, false when
   // the budget (or the deadline) is spent.
   bool next();
@@ -43,8 +55,11 @@ class SpinBudget {
   static bool yields_every_look();
 
  private:
+  int64_t start_us_;
   int64_t end_us_;
   uint32_t looks_ = 0;
+  SpinHistory* history_;  // nullptr: learns nothing
+  bool ran_out_ = false;  // next() said no because the budget was spent
 };
 
 }  // namespace vsock::sock

@@ -85,7 +85,8 @@ int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t
   sys::ReentryGuard guard;
   const int64_t deadline = wait_deadline(timeout);
   // The profile's spin (bounded, yields the CPU now and then), then sleeps.
-  SpinBudget spin(core::config().settings.spin_us, deadline < 0 ? -1 : deadline * 1000);
+  SpinBudget spin(core::config().settings.spin_us, deadline < 0 ? -1 : deadline * 1000,
+                  SpinHistory::of_this_thread());
   bool spinning = true;
   // The kernel's part of the set: upgraded sockets' entries are -1, which
   // ppoll skips (what wakes them comes from add_socket()).
