@@ -8,6 +8,9 @@
 # raw UD verbs (ib_send_lat / ib_send_bw -c UD). Prints the table and writes it,
 # with its plots, into docs/performance.md (the generated section between
 # the "fair-bench" markers; a rerun replaces it) and docs/fair-*.svg.
+# Then, in the same guest boot, a well-known program pair: Debian's
+# redis-server with redis-benchmark against it, kernel TCP and libvsock
+# (bench/app_pair.sh; its table goes into the "app-pair" section).
 # It runs where a verbs device is (the Soft-RoCE VM of tests/rxe/ on a
 # machine without RDMA), on the device's address; with no way to get a
 # device it says so and measures kernel vs libvsock on loopback (run.sh).
@@ -35,11 +38,19 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 # In the VM: bench/fair.sh writes its raw results into the build tree (the
 # guest writes through to the source tree only). Few rounds: the guest is
 # emulated (TCG) and slow (about 8-10 minutes on a loaded host).
+# Then, in the same boot, redis-benchmark against redis-server over kernel
+# TCP and libvsock (bench/app_pair.sh, about a minute); its failure does not
+# stop the table.
 out=$PWD/build/default/fair
+pair_out=$PWD/build/default/app_pair
+rm -f "$pair_out/raw.txt"
 export VSOCK_RXE_TIMEOUT=${VSOCK_RXE_TIMEOUT:-900}
 bash tests/rxe/with-device.sh bash -c 'ulimit -l unlimited 2>/dev/null; unset TMPDIR; cd /tmp &&
-  echo "== kernel TCP/UDP vs libvsock vs rsocket vs raw verbs on ${RXE_VM_DEV:-rxe0} at $RXE_VM_IPADDR" &&
-  exec bash "$0" "$1" "$2"' "$PWD/bench/fair.sh" "$PWD/build/default" "$out"
+  echo "== kernel TCP/UDP vs libvsock vs rsocket vs raw verbs on ${RXE_VM_DEV:-rxe0} at $RXE_VM_IPADDR" || exit 1
+  bash "$0" "$1" "$2"; rc=$?
+  echo "== redis-benchmark against redis-server, kernel TCP then libvsock, same boot"
+  bash "$3" --measure "$1" "$4" || echo "main: bench/app_pair.sh failed (exit $?)" >&2
+  exit $rc' "$PWD/bench/fair.sh" "$PWD/build/default" "$out" "$PWD/bench/app_pair.sh" "$pair_out"
 rc=$?
 if [ $rc = 77 ]; then
   echo "main: no verbs device could be had (see above); measuring on loopback instead" >&2
@@ -63,5 +74,12 @@ if [ "${VSOCK_FAIR_NO_DOC:-0}" != 1 ]; then
   } | bash bench/doc_section.sh docs/performance.md fair-bench || rc=1
   echo
   echo "main: table and plots written to docs/performance.md and docs/fair-*.svg"
+fi
+# the program pair's table (printed, and its own section of docs/performance.md)
+if [ -s "$pair_out/raw.txt" ]; then
+  bash bench/app_pair.sh --report "$pair_out" "in the same boot as the table above, right after bench/fair.sh" || rc=1
+else
+  echo "main: no redis-benchmark / redis-server results (see bench/app_pair.sh's output above)" >&2
+  rc=1
 fi
 exit $rc
