@@ -26,6 +26,7 @@ inline void cpu_relax() {
 // What this thread's spins have learnt about its CPU.
 struct YieldMemory {
   bool known = false;
+  bool pinned = false;              // affinity of one CPU
   bool sharing = false;             // another runnable thread ran in our last probe yield
   uint32_t looks_since_probe = 0;   // while not sharing
   uint32_t yields_since_probe = 0;  // while sharing
@@ -59,7 +60,8 @@ YieldMemory& memory() {
   YieldMemory& m = t_memory;
   if (!m.known) {
     m.known = true;
-    m.sharing = pinned_to_one_cpu();
+    m.pinned = pinned_to_one_cpu();
+    m.sharing = m.pinned;
   }
   return m;
 }
@@ -68,6 +70,14 @@ YieldMemory& memory() {
 
 SpinBudget::SpinBudget(uint32_t spin_us, int64_t deadline_us, SpinHistory* history)
     : start_us_(core::monotonic_us()), history_(history) {
+  // A thread that shares its CPU with the one that answers it (pinned to
+  // one CPU, or found sharing) yields at every look, and the yield is what
+  // lets the answer come: its spin often runs out on the clock with the
+  // answer already there (the peer ran during the last yield), so its
+  // misses say nothing, and skipping its spins would only trade yields for
+  // sleeps and wake-ups (measured: both ends on one vCPU, epoll, p50 171
+  // -> 233 µs). It keeps the whole budget.
+  if (history_ != nullptr && (memory().pinned || memory().sharing)) history_ = nullptr;
   if (history_ != nullptr && spin_us > 0) spin_us = history_->budget_us(spin_us);
   end_us_ = start_us_ + int64_t{spin_us};
   if (deadline_us >= 0 && deadline_us < end_us_) {

@@ -24,7 +24,8 @@
 //     after at least one look: the SpinBudget is destroyed before next()
 //     said no) or a miss (next() said no because the budget ran out). A
 //     wait satisfied at its first look, or whose deadline cut the spin,
-//     teaches nothing.
+//     teaches nothing, and neither does a thread pinned to one CPU or
+//     yielding at every look (sharing its CPU): it keeps the whole budget.
 //   - a wait that also watches kernel fds (poll over a mixed set, epoll)
 //     asks the kernel only on the first look and every few looks after
 //     (checkpoint()): a kernel look is a system call, and the upgraded
