@@ -9,7 +9,7 @@
 //       for udp-rate; prints "READY <port>", serves until SIGTERM/SIGINT.
 //   vsock_bench mcast-echo --group G --addr A [--port P] [--receivers N] [--cpu N]
 //       N processes answering what G:P brings (vsock_bench_mcast.hpp).
-//   vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call|udp-rate|mcast-lat --port P [--addr A]
+//   vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call|tcp-conn|udp-rate|mcast-lat --port P [--addr A]
 //       [--group G] [--receivers N] [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple] [--batch N]
 //       [--wait block|poll|epoll] [--peer-pid PID] [--samples FILE] [--perf-ctl FIFO]...
 //       Prints one line: "result test=... key=value ...".
@@ -55,6 +55,14 @@
 //
 // udp-lat sends one datagram and waits 200 ms before its warm-up (the time a
 // libvsock destination needs to resolve).
+//
+// tcp-conn opens --iters connections one after the other (no warm-up: the
+// first one is the figure a new process pays), each: socket, connect, the
+// Hello, one --size request, its echo, close; the time of each from
+// socket() to close()'s return. Prints the first connection's (first_us)
+// and, over the others, p50/p99/mean (the later connections' set-up cost).
+// Whether they went over RDMA is the harness's to count (the library's
+// VSOCK_STATS=1 line at exit: bench/setup_time.sh).
 //
 // tcp-call times --iters recv(MSG_DONTWAIT) calls on a connected, empty TCP
 // socket (each fails with EAGAIN at once): the per-call cost of the socket
@@ -151,7 +159,7 @@ std::atomic<bool> g_stop{false};
                "usage: vsock_bench server [--addr A] [--port P] [--cpu N] [--simple]\n"
                "       vsock_bench sink [--addr A] [--port P] [--cpu N]\n"
                "       vsock_bench mcast-echo --group G --addr A [--port P] [--receivers N] [--cpu N]\n"
-               "       vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call|udp-rate|mcast-lat --port P [--addr A]\n"
+               "       vsock_bench client --test tcp-lat|udp-lat|tcp-tput|tcp-call|tcp-conn|udp-rate|mcast-lat --port P [--addr A]\n"
                "                          [--size BYTES] [--iters N] [--warmup N] [--seconds S] [--cpu N] [--simple]\n"
                "                          [--batch N] [--group G] [--receivers N]\n"
                "                          [--wait block|poll|epoll] [--peer-pid PID] [--samples FILE]\n"
@@ -636,6 +644,34 @@ int run_tcp_latency(const Options& o) {
   return 0;
 }
 
+int run_tcp_connections(const Options& o) {
+  if (o.iters < 2) usage_error("tcp-conn needs --iters 2 or more (the first, then the later ones)");
+  std::vector<char> out(o.size, 'c'), in(o.size);
+  std::vector<double> samples;
+  samples.reserve(static_cast<size_t>(o.iters));
+  const double deadline = now_seconds() + o.seconds;
+  double first_us = -1;
+  for (long i = 0; i < o.iters && now_seconds() < deadline; ++i) {
+    const double t0 = now_seconds();
+    int fd = connect_tcp(o, Test::kTcpLatency);
+    if (!write_all(fd, out.data(), out.size()) || !read_exact(fd, in.data(), in.size())) die("request on a new connection");
+    close(fd);
+    const double us = (now_seconds() - t0) * 1e6;
+    if (first_us < 0)
+      first_us = us;
+    else
+      samples.push_back(us);
+  }
+  if (samples.empty()) {
+    std::fprintf(stderr, "vsock_bench: only the first connection completed within --seconds\n");
+    return 1;
+  }
+  LatencySummary s = summarize(samples);
+  std::printf("result test=tcp-conn size=%u conns=%zu first_us=%.1f p50_us=%.1f p99_us=%.1f mean_us=%.1f max_us=%.1f\n",
+              o.size, samples.size() + 1, first_us, s.p50, s.p99, s.mean, s.max);
+  return 0;
+}
+
 int run_udp_latency(const Options& o) {
   if (o.size < sizeof(uint64_t) || o.size > kMaxDatagram) usage_error("udp-lat needs --size 8..65507");
   if (o.simple) usage_error("udp-lat is not available with --simple (the simple server has no UDP socket)");
@@ -827,6 +863,7 @@ int run_client(const Options& o) {
   if (o.test == "udp-lat") return run_udp_latency(o);
   if (o.test == "tcp-tput") return run_tcp_throughput(o);
   if (o.test == "tcp-call") return run_tcp_call_cost(o);
+  if (o.test == "tcp-conn") return run_tcp_connections(o);
   if (o.test == "udp-rate") return run_udp_rate(o);
   if (o.test == "mcast-lat") {
     if (o.group.empty()) usage_error("mcast-lat needs --group");
@@ -836,7 +873,7 @@ int run_client(const Options& o) {
     print_latency(o, samples, lost, " receivers=" + std::to_string(o.receivers));
     return 0;
   }
-  usage_error("--test must be tcp-lat, udp-lat, tcp-tput, tcp-call, udp-rate or mcast-lat");
+  usage_error("--test must be tcp-lat, udp-lat, tcp-tput, tcp-call, tcp-conn, udp-rate or mcast-lat");
 }
 
 long parse_number(const char* flag, const char* text, long min, long max) {

@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# Connection set-up cost (issue 10): what one short connection costs —
+# socket, connect, one 64 B request, its answer, close — for kernel TCP and
+# for libvsock (both ends preloaded), the first connection of a process and
+# the later ones, and how many of them went over RDMA. Reported, never
+# asserted (docs/performance.md, "Connection set-up").
+#
+#   bash bench/setup_time.sh [BUILD_DIR]     (default build/default; builds nothing)
+#
+# Where no verbs device is active it runs itself in the Soft-RoCE VM
+# (bench/on_device.sh). Per round and column (interleaved, order flipped
+# every round): a fresh `vsock_bench server` and one `vsock_bench client
+# --test tcp-conn --iters N` (a fresh process: its first connection is the
+# first of a process). Both processes pinned to different vCPUs (server 0,
+# client 1). From the client's own VSOCK_STATS=1 line: upgrades_done (of N
+# connections) and the share of its request bytes that went over RDMA
+# (rdma_bytes_sent against tcp_bytes_sent: a request written before the
+# upgrade settled goes on TCP).
+#
+# Environment:
+#   VSOCK_SETUP_CONNS     connections per run (default 100)
+#   VSOCK_SETUP_ROUNDS    runs per column (default 3)
+#   VSOCK_SETUP_COLUMNS   (default "kernel libvsock"; "libvsock+VAR=VALUE" adds settings)
+#   VSOCK_UPGRADE_TIMEOUT_MS  for the libvsock column (default 2000: under
+#                         emulation a first upgrade can outlast the 200 ms
+#                         default, and one that times out caches the peer,
+#                         leaving every later connection of the run on TCP)
+#   VSOCK_BENCH_ADDR      address (default $RXE_VM_IPADDR, else 127.0.0.1)
+set -u
+source_dir=$(cd "$(dirname "$0")/.." && pwd)
+build_dir=$(cd "${1:-$source_dir/build/default}" 2>/dev/null && pwd) ||
+  { echo "setup_time.sh: ${1:-build/default} not found: build first" >&2; exit 1; }
+source "$source_dir/bench/on_device.sh"
+bench_on_device "$source_dir/bench/setup_time.sh" "$build_dir"
+
+bench=$build_dir/bench/vsock_bench
+libvsock=$build_dir/lib/libvsock.so
+[ -x "$bench" ] && [ -f "$libvsock" ] || { echo "setup_time.sh: $bench or $libvsock missing: build first" >&2; exit 1; }
+addr=${VSOCK_BENCH_ADDR:-${RXE_VM_IPADDR:-127.0.0.1}}
+conns=${VSOCK_SETUP_CONNS:-100}
+rounds=${VSOCK_SETUP_ROUNDS:-3}
+read -r -a columns <<<"${VSOCK_SETUP_COLUMNS:-kernel libvsock}"
+upgrade_ms=${VSOCK_UPGRADE_TIMEOUT_MS:-2000}
+work=$(mktemp -d /tmp/vsock-setup.XXXXXX) || exit 1
+server_pid=""
+stop_server() {
+  [ -n "$server_pid" ] || return 0
+  local i
+  kill -TERM "$server_pid" 2>/dev/null
+  for ((i = 0; i < 50; i++)); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$server_pid" 2>/dev/null
+  wait "$server_pid" 2>/dev/null
+  server_pid=""
+}
+trap 'stop_server; rm -rf "$work"' EXIT
+trap 'exit 130' INT TERM
+
+# column_env COLUMN WHO -> env assignments ("kernel", or "libvsock" with
+# optional "+VAR=VALUE" settings); WHO names the process's stats log.
+column_env() {
+  local name=${1%%+*} extra=""
+  [[ "$1" == *+* ]] && extra=${1#*+} && extra=${extra//+/ }
+  case "$name" in
+    kernel) echo "LD_PRELOAD= $extra" ;;
+    *) echo "LD_PRELOAD=$libvsock VSOCK_STATS=1 VSOCK_LOG_FILE=$work/$2.log VSOCK_UPGRADE_TIMEOUT_MS=$upgrade_ms $extra" ;;
+  esac
+}
+
+# One counter, summed over the stats lines of a log (the `timeout` that
+# runs the process is preloaded too and prints its own, all zeros).
+stat_of() {
+  awk -v k="$2" '/stats:/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) n += kv[2] } }
+    END { print n + 0 }' "$work/$1.log" 2>/dev/null
+}
+
+# run_one COLUMN -> the client's result line with upgraded= and rdma_share=
+run_one() {
+  local column=$1 port i line
+  : >"$work/server.log"
+  : >"$work/client.log"
+  : >"$work/server.out"
+  # shellcheck disable=SC2046
+  env $(column_env "$column" server) timeout -k 5 300 "$bench" server --addr "$addr" --port 0 --cpu 0 \
+    >"$work/server.out" 2>&1 </dev/null &
+  server_pid=$!
+  port=""
+  for ((i = 0; i < 200; i++)); do
+    port=$(sed -n 's/^READY \([0-9][0-9]*\)$/\1/p' "$work/server.out")
+    [ -n "$port" ] && break
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$port" ] || { echo "$column: the server did not start" >&2; stop_server; return 1; }
+  # shellcheck disable=SC2046
+  line=$(env $(column_env "$column" client) timeout -k 5 200 "$bench" client --test tcp-conn --size 64 \
+    --addr "$addr" --port "$port" --iters "$conns" --seconds 120 --cpu 1 2>>"$work/errors" | grep '^result ')
+  stop_server
+  [ -n "$line" ] || return 1
+  if [ "$column" = kernel ]; then
+    echo "$line upgraded=- rdma_share=-"
+  else
+    local up rdma tcp
+    up=$(stat_of client upgrades_done) rdma=$(stat_of client rdma_bytes_sent) tcp=$(stat_of client tcp_bytes_sent)
+    echo "$line upgraded=${up:-0} rdma_share=$(awk -v r="${rdma:-0}" -v t="${tcp:-0}" 'BEGIN { printf "%.3f", (r + t) ? r / (r + t) : 0 }')"
+  fi
+}
+
+field() { sed -n "s/.* $1=\([0-9.-]*\).*/\1/p"; }
+median() {
+  sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
+raw=$work/raw.txt
+for ((round = 0; round < rounds; round++)); do
+  order=("${columns[@]}")
+  if ((round % 2)); then
+    order=()
+    for ((k = ${#columns[@]} - 1; k >= 0; k--)); do order+=("${columns[k]}"); done
+  fi
+  for c in "${order[@]}"; do
+    line=$(run_one "$c") && echo "column=$c $line" >>"$raw"
+    echo "setup_time.sh: round $((round + 1)) $c: ${line:-FAILED}" >&2
+  done
+done
+
+kernel_p50=$(grep '^column=kernel ' "$raw" | field p50_us | median)
+kernel_first=$(grep '^column=kernel ' "$raw" | field first_us | median)
+echo
+echo "| column | first connection µs | later: p50 µs | p99 µs | p50 / kernel | first / kernel | upgraded / connections | request bytes over RDMA |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+for c in "${columns[@]}"; do
+  rows=$(grep "^column=$c " "$raw")
+  [ -n "$rows" ] || { echo "| $c | failed | | | | | | |"; continue; }
+  first=$(field first_us <<<"$rows" | median) p50=$(field p50_us <<<"$rows" | median) p99=$(field p99_us <<<"$rows" | median)
+  up=$(field upgraded <<<"$rows" | median) share=$(field rdma_share <<<"$rows" | median)
+  ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0 && a != "-") printf "%.2f", a / b; else print "-" }'; }
+  echo "| $c | $first | $p50 | $p99 | $(ratio "$p50" "$kernel_p50") | $(ratio "$first" "$kernel_first") | ${up:--} / $conns | ${share:--} |"
+done
+echo
+echo "$conns connections per run (socket, connect, 64 B request and answer, close; one after the other), medians of $rounds" \
+  "runs per column, each a fresh server (vCPU 0) and client (vCPU 1) at $addr; libvsock: both ends preloaded," \
+  "VSOCK_UPGRADE_TIMEOUT_MS=$upgrade_ms. upgraded: the client's upgrades_done; request bytes over RDMA: the client's" \
+  "rdma_bytes_sent / (rdma_bytes_sent + tcp_bytes_sent), the Hello and the request of every connection."
+[ -s "$work/errors" ] && { echo; echo "errors:"; sort "$work/errors" | uniq -c | sort -rn | head -n 5; }
+exit 0
