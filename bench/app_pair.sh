@@ -36,9 +36,14 @@ case "${1:-}" in --measure | --report) mode=${1#--}; shift ;; esac
 report() {
   local out=$1 note=${2:-} commit table
   [ -s "$out/raw.txt" ] || { echo "app_pair.sh: no results in $out" >&2; return 1; }
-  commit=$(cd "$source_dir" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
-  [ -n "$(cd "$source_dir" && git status --porcelain --untracked-files=no -- . ':!docs' 2>/dev/null)" ] &&
-    commit+=" + uncommitted changes"
+  # the commit measured: the caller's (bench/main.sh looks before it builds),
+  # else the tree's now
+  commit=${VSOCK_APP_PAIR_COMMIT:-}
+  if [ -z "$commit" ]; then
+    commit=$(cd "$source_dir" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+    [ -n "$(cd "$source_dir" && git status --porcelain --untracked-files=no -- . ':!docs' 2>/dev/null)" ] &&
+      commit+=" + uncommitted changes"
+  fi
   table=$out/table.md
   awk -v commit="$commit" -v note="$note" '
     function v(line, key,   r) {  # value of key=VALUE in a raw line ("" when absent)

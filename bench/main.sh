@@ -77,7 +77,7 @@ if [ "${VSOCK_FAIR_NO_DOC:-0}" != 1 ]; then
 fi
 # the program pair's table (printed, and its own section of docs/performance.md)
 if [ -s "$pair_out/raw.txt" ]; then
-  bash bench/app_pair.sh --report "$pair_out" "in the same boot as the table above, right after bench/fair.sh" || rc=1
+  VSOCK_APP_PAIR_COMMIT=$commit bash bench/app_pair.sh --report "$pair_out" "in the same boot as the table above, right after bench/fair.sh" || rc=1
 else
   echo "main: no redis-benchmark / redis-server results (see bench/app_pair.sh's output above)" >&2
   rc=1
