@@ -5,7 +5,9 @@
 # connections (default 4) each stream VSOCK_TH_BYTES (default 16M) both
 # ways, every byte verified, and both ends must print the same checksums.
 #
-#   upgrade  the kernel pair, then both ends under the library. The
+#   upgrade  the kernel pair, then both ends under the library (once
+#            more if a connection stayed on TCP or resumed there: the
+#            emulated link drops packets under load). The
 #            library's run must have upgraded every connection on both
 #            hosts, sent no application byte on TCP from the client and at
 #            most 10% from the server (what it writes before the client's
@@ -70,6 +72,10 @@ one_run() {  # NAME SERVER_PRELOADED CLIENT_PRELOADED
   LAST_LOG=$TH_WORK/$name.log
   stats=$(ut_stats "$LAST_LOG" upgrades_done rdma_bytes_sent tcp_bytes_sent stream_resumes upgrade_resets)
   [ -n "$stats" ] && th_log "$name ($TH_ROLE): $stats"
+  # Why a connection stayed on TCP, if one did (the fallback counters).
+  stats=$(ut_stats "$LAST_LOG" upgrade_attempts fallback_declined fallback_rejected fallback_no_listener \
+    fallback_timeout fallback_cached_peer fallback_peer_closed fallback_no_request fallback_refused)
+  [ -n "$stats" ] && th_log "$name ($TH_ROLE): $stats"
   return 0
 }
 
@@ -81,6 +87,25 @@ case $scenario in
     one_run kernel 0 0
     kernel_tcp=$TH_TCP_DELTA
     one_run libvsock 1 1
+    # On a loaded host the emulated link drops packets: an rdma_cm connect
+    # can time out, or rxe fail a queue pair (the connection then resumes on
+    # TCP, protocol.md §5.1, and new ones to that peer stay there a while).
+    # Both are right, both leave a connection on TCP, and CI saw each once.
+    # And a client write that comes before the server's Bound (an early
+    # upgrade: its accept() came after the request) goes on TCP by design
+    # (protocol.md §2): 1 run in 3 here sent ~68 kB so. Such a run is
+    # repeated once, by both hosts together (they agree through the pair
+    # directory); the second must be clean.
+    verdict=clean
+    [ "$(stat_of upgrades_done)" -ge "$conns" ] && [ "$(stat_of stream_resumes)" = 0 ] || verdict=short
+    [ "$TH_ROLE" = a ] || [ "$(stat_of tcp_bytes_sent)" = 0 ] || verdict=short
+    pair_mark libvsock-verdict "$verdict"
+    peer_verdict=$(pair_wait libvsock-verdict 120) || ut_fail "no verdict from the other host"
+    if [ "$verdict" != clean ] || [ "$peer_verdict" != clean ]; then
+      th_log "libvsock: a connection stayed on TCP, resumed there, or the client wrote before Bound" \
+        "(this host $verdict, the other $peer_verdict): once more"
+      one_run libvsock-again 1 1
+    fi
     [ "$(stat_of upgrades_done)" -ge "$conns" ] || ut_fail "host $TH_ROLE upgraded $(stat_of upgrades_done) of $conns connections"
     # The client's connect waits for the upgrade, so none of its bytes go
     # on TCP. The server writes at once after accept (its greeting, then
