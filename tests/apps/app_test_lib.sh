@@ -284,6 +284,11 @@ app_expect_rdma() {
     [[ $name == fallback_* && ${APP_STATS[$name]} -gt 0 ]] && summary="$summary $name=${APP_STATS[$name]}"
   done
   app_log "$what:$summary"
+  # An error-level line is one the user must act on (issue 13 item 6): a
+  # program that ran well under the library logs none.
+  local errors
+  errors=$(grep -E 'libvsock\[[0-9]+\]: error: ' "$log" | sort | uniq -c | head -n 5)
+  [ -z "$errors" ] || app_fail "$what: the library logged errors on a run that went well:"$'\n'"$errors"
   done=${APP_STATS[upgrades_done]:-0}
   rdma=${APP_STATS[rdma_bytes_$dir]:-0}
   tcp=${APP_STATS[tcp_bytes_$dir]:-0}

@@ -793,7 +793,12 @@ void StreamChannel::fail(int error, const char* why, bool resumable) {
   // posts them now): a peer that went back to TCP gets them there
   // (stop_writing()).
   fin_pending_ = false;
-  VSOCK_LOG(kInfo, "stream: QP %u failed: %s", qp_.qpn(), why);
+  // After both ends said they were done (or we ended it), the queue pair's
+  // teardown flushes what is still posted: expected, nothing to act on.
+  if (aborted_ || close_requested_ || (peer_fin_ && write_shut_))
+    VSOCK_LOG(kDebug, "stream: QP %u failed after the close: %s", qp_.qpn(), why);
+  else
+    VSOCK_LOG(kInfo, "stream: QP %u failed: %s", qp_.qpn(), why);
   // In the error state the peer can write nothing more into the ring, and
   // every outstanding request completes (flushed), so nothing is left
   // pending on the device when the channel is destroyed.
