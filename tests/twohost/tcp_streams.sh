@@ -6,8 +6,9 @@
 # ways, every byte verified, and both ends must print the same checksums.
 #
 #   upgrade  the kernel pair, then both ends under the library (once
-#            more if a connection stayed on TCP or resumed there: the
-#            emulated link drops packets under load). The
+#            more if a connection stayed on TCP or resumed there, the
+#            emulated link dropping packets under load, or the client wrote
+#            before the server's Bound). The
 #            library's run must have upgraded every connection on both
 #            hosts, sent no application byte on TCP from the client and at
 #            most 10% from the server (what it writes before the client's
@@ -107,8 +108,8 @@ case $scenario in
       one_run libvsock-again 1 1
     fi
     [ "$(stat_of upgrades_done)" -ge "$conns" ] || ut_fail "host $TH_ROLE upgraded $(stat_of upgrades_done) of $conns connections"
-    # The client's connect waits for the upgrade, so none of its bytes go
-    # on TCP. The server writes at once after accept (its greeting, then
+    # The client's connect waits for the upgrade (and, in a clean run, the
+    # server's Bound came first), so none of its bytes go on TCP. The server writes at once after accept (its greeting, then
     # its stream): what it writes before the client's Switch comes goes on
     # TCP (protocol.md §2), more across a slow link; at most 10% here.
     if [ "$TH_ROLE" = b ]; then
