@@ -6,14 +6,32 @@
 namespace vsock::sock::dgram {
 namespace {
 
-TEST(KernelTurns, NewSocketTakesTurnsAfterEachUdDatagram) {
+TEST(KernelTurns, NewSocketAsksTheKernelFirst) {
   KernelTurns turns;
   EXPECT_TRUE(turns.kernel_active());
-  EXPECT_FALSE(turns.kernel_first());  // nothing taken yet: UD first
+  // Nothing taken yet: a peer's first datagrams went through the kernel
+  // while its path resolved, before any over UD.
+  EXPECT_TRUE(turns.kernel_first());
   turns.took_from_ud();
   EXPECT_TRUE(turns.kernel_first());
   turns.took_from_kernel();
-  EXPECT_FALSE(turns.kernel_first());  // the kernel's came last
+  EXPECT_TRUE(turns.kernel_first());  // the kernel's came last: it may hold more, sent earlier
+}
+
+TEST(KernelTurns, AFloodThroughTheKernelLeavesUdATurn) {
+  KernelTurns turns;
+  int ud_turns = 0;
+  for (uint64_t i = 0; i < 4 * KernelTurns::kQuietAfter; ++i) {
+    if (turns.kernel_first()) {
+      turns.took_from_kernel();
+    } else {
+      ++ud_turns;
+      turns.took_from_ud();
+    }
+  }
+  // One UD datagram after every kQuietAfter kernel ones.
+  EXPECT_GE(ud_turns, 3);
+  EXPECT_LE(ud_turns, 4);
 }
 
 TEST(KernelTurns, QuietAfterARunOfUdDatagrams) {

@@ -11,10 +11,16 @@
 //   - the kernel is "active" while it delivered one of the last
 //     kQuietAfter datagrams taken (a new socket starts active);
 //   - a receive that finds UD datagrams queued tries the kernel first
-//     right after a UD datagram while the kernel is active (the two take
-//     turns, as before this rule), and once quiet only every
+//     while the kernel is active, and once quiet only every
 //     kQuietAfter-th UD datagram in a row: a kernel datagram waits behind
-//     at most kQuietAfter UD ones;
+//     at most kQuietAfter UD ones. A new socket, and one whose last
+//     datagram came from the kernel, try the kernel first too (up to
+//     kQuietAfter kernel datagrams in a row, then one UD datagram, so a
+//     flood through the kernel does not starve UD): a sender's path moves
+//     from the kernel to UD once its destination resolves, and its last
+//     datagrams through the kernel were sent before its first over UD, so
+//     they are taken first, as the kernel alone would have kept them in
+//     order (a UD datagram taken first failed udp_truncation in CI);
 //   - a wait's spin asks the kernel at the engine's checkpoints only while
 //     it is active; a quiet kernel is asked by the spin's last look and
 //     watched by the sleep, so its first datagram after a quiet spell
@@ -31,18 +37,27 @@ class KernelTurns {
   static constexpr uint64_t kQuietAfter = 16;
 
   // A datagram was taken (not peeked) from UD / from the kernel.
-  void took_from_ud() { ++ud_in_a_row_; }
-  void took_from_kernel() { ud_in_a_row_ = 0; }
+  void took_from_ud() {
+    ++ud_in_a_row_;
+    kernel_in_a_row_ = 0;
+  }
+  void took_from_kernel() {
+    ud_in_a_row_ = 0;
+    ++kernel_in_a_row_;
+  }
 
   bool kernel_active() const { return ud_in_a_row_ < kQuietAfter; }
   // With UD datagrams queued: whether the receive tries the kernel first.
   bool kernel_first() const {
-    if (ud_in_a_row_ == 0) return false;  // the kernel's came last: UD's turn
+    // The kernel's came last (or nothing yet): it goes on, but UD gets
+    // every kQuietAfter-th turn.
+    if (ud_in_a_row_ == 0) return kernel_in_a_row_ == 0 || kernel_in_a_row_ % kQuietAfter != 0;
     return kernel_active() || ud_in_a_row_ % kQuietAfter == 0;
   }
 
  private:
   uint64_t ud_in_a_row_ = 0;
+  uint64_t kernel_in_a_row_ = 0;
 };
 
 }  // namespace vsock::sock::dgram
