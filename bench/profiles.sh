@@ -55,17 +55,8 @@ seconds=${VSOCK_PROFILES_SECONDS:-3}
 upgrade_ms=${VSOCK_UPGRADE_TIMEOUT_MS:-2000}
 work=$(mktemp -d /tmp/vsock-profiles.XXXXXX) || exit 1
 raw=${VSOCK_PROFILES_RAW:-$work/raw.txt}
-server_pid=""
-stop_server() {
-  [ -n "$server_pid" ] || return 0
-  local i
-  kill -TERM "$server_pid" 2>/dev/null
-  for ((i = 0; i < 50; i++)); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$server_pid" 2>/dev/null
-  wait "$server_pid" 2>/dev/null
-  server_pid=""
-}
-trap 'stop_server; rm -rf "$work"' EXIT
+source "$source_dir/bench/bench_server.sh"
+trap 'bench_stop_server; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
 # column_env COLUMN -> the env assignments of its processes. A column is
@@ -90,33 +81,23 @@ rdma_packets() {
 
 # run_one COLUMN WAIT SCPU CCPU -> a result line with rdma_pkts=, or nothing
 run_one() {
-  local column=$1 wait=$2 scpu=$3 ccpu=$4 port i r0 line
+  local column=$1 wait=$2 scpu=$3 ccpu=$4 r0 line
   : >"$work/stats.log"
-  : >"$work/server.out"  # before the server starts: never read the last one's port
   # shellcheck disable=SC2046
-  env $(column_env "$column") timeout -k 5 120 "$bench" server --addr "$addr" --port 0 --cpu "$scpu" \
-    >"$work/server.out" 2>&1 </dev/null &
-  server_pid=$!
-  port=""
-  for ((i = 0; i < 200; i++)); do
-    port=$(sed -n 's/^READY \([0-9][0-9]*\)$/\1/p' "$work/server.out")
-    [ -n "$port" ] && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$port" ]; then
+  if ! bench_start_server "$work/server.out" env $(column_env "$column") timeout -k 5 120 "$bench" server \
+      --addr "$addr" --port 0 --cpu "$scpu"; then
     echo "$column: server did not start: $(tail -1 "$work/server.out")" >>"$work/errors"
-    stop_server
+    bench_stop_server
     return 1
   fi
   r0=$(rdma_packets)
   # timeout's child is the server itself (exec), so its pid is the one to read
   # shellcheck disable=SC2046
   line=$(env $(column_env "$column") timeout -k 5 $((seconds + 60)) "$bench" client --test tcp-lat --size 64 \
-    --addr "$addr" --port "$port" --iters "$iters" --warmup 300 --seconds "$seconds" --cpu "$ccpu" \
+    --addr "$addr" --port "$server_port" --iters "$iters" --warmup 300 --seconds "$seconds" --cpu "$ccpu" \
     --wait "$wait" --peer-pid "$(pgrep -P "$server_pid" -x vsock_bench || echo "$server_pid")" 2>>"$work/errors" |
     grep '^result ')
-  stop_server
+  bench_stop_server
   # the library's own log lines (not its counters) go with the errors
   grep -v 'stats:' "$work/stats.log" >>"$work/errors"
   # both processes' counters (printed at exit): upgrades and sleeps, summed

@@ -42,17 +42,8 @@ rounds=${VSOCK_SETUP_ROUNDS:-3}
 read -r -a columns <<<"${VSOCK_SETUP_COLUMNS:-kernel libvsock}"
 upgrade_ms=${VSOCK_UPGRADE_TIMEOUT_MS:-2000}
 work=$(mktemp -d /tmp/vsock-setup.XXXXXX) || exit 1
-server_pid=""
-stop_server() {
-  [ -n "$server_pid" ] || return 0
-  local i
-  kill -TERM "$server_pid" 2>/dev/null
-  for ((i = 0; i < 50; i++)); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$server_pid" 2>/dev/null
-  wait "$server_pid" 2>/dev/null
-  server_pid=""
-}
-trap 'stop_server; rm -rf "$work"' EXIT
+source "$source_dir/bench/bench_server.sh"
+trap 'bench_stop_server; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
 # column_env COLUMN WHO -> env assignments ("kernel", or "libvsock" with
@@ -75,26 +66,16 @@ stat_of() {
 
 # run_one COLUMN -> the client's result line with upgraded= and rdma_share=
 run_one() {
-  local column=$1 port i line
+  local column=$1 line
   : >"$work/server.log"
   : >"$work/client.log"
-  : >"$work/server.out"
   # shellcheck disable=SC2046
-  env $(column_env "$column" server) timeout -k 5 300 "$bench" server --addr "$addr" --port 0 --cpu 0 \
-    >"$work/server.out" 2>&1 </dev/null &
-  server_pid=$!
-  port=""
-  for ((i = 0; i < 200; i++)); do
-    port=$(sed -n 's/^READY \([0-9][0-9]*\)$/\1/p' "$work/server.out")
-    [ -n "$port" ] && break
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  [ -n "$port" ] || { echo "$column: the server did not start" >&2; stop_server; return 1; }
+  bench_start_server "$work/server.out" env $(column_env "$column" server) timeout -k 5 300 "$bench" server \
+    --addr "$addr" --port 0 --cpu 0 || { echo "$column: the server did not start" >&2; bench_stop_server; return 1; }
   # shellcheck disable=SC2046
   line=$(env $(column_env "$column" client) timeout -k 5 200 "$bench" client --test tcp-conn --size 64 \
-    --addr "$addr" --port "$port" --iters "$conns" --seconds 120 --cpu 1 2>>"$work/errors" | grep '^result ')
-  stop_server
+    --addr "$addr" --port "$server_port" --iters "$conns" --seconds 120 --cpu 1 2>>"$work/errors" | grep '^result ')
+  bench_stop_server
   [ -n "$line" ] || return 1
   if [ "$column" = kernel ]; then
     echo "$line upgraded=- rdma_share=-"
