@@ -661,12 +661,23 @@ core::Result<bool> DatagramSocket::shutdown(int fd, int how) {
 core::Result<int> DatagramSocket::readable_bytes(int fd) {
   using R = core::Result<int>;
   if (DatagramHub* hub = DatagramHub::running()) hub->progress();
+  // The size of the datagram the next receive takes: the kernel's when
+  // the receive would ask the kernel first (KernelTurns) and it holds one.
+  bool ud_queued = false, kernel_first = true;
+  size_t ud_next = 0;
   {
     std::lock_guard<std::mutex> held(mu_);
-    if (!queue_.empty()) return R::ok(static_cast<int>(queue_.next_length()));
+    ud_queued = !queue_.empty();
+    if (ud_queued) {
+      ud_next = queue_.next_length();
+      kernel_first = turns_.kernel_first();
+    }
   }
+  if (ud_queued && !kernel_first) return R::ok(static_cast<int>(ud_next));
   int bytes = 0;
-  if (sys::real().ioctl(fd, FIONREAD, &bytes) != 0) return R::fail(errno);
+  if (sys::real().ioctl(fd, FIONREAD, &bytes) != 0) return ud_queued ? R::ok(static_cast<int>(ud_next)) : R::fail(errno);
+  // 0: the kernel holds nothing (or an empty datagram, which reads the same).
+  if (ud_queued && bytes == 0) return R::ok(static_cast<int>(ud_next));
   return R::ok(bytes);
 }
 
