@@ -30,6 +30,12 @@ core::Result<MemoryRegion> MemoryRegion::allocate(const ProtectionDomain& pd, si
   // whole pages, so a neighbour would be pinned and hidden from a child too).
   void* base = ::mmap(nullptr, rounded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) return R::fail(report_error(errno, "mmap(%zu) for a memory region", rounded));
+  // Never copied into a fork() child: the child never uses the parent's
+  // queue pairs, and a kernel that is fork-safe on its own (libibverbs then
+  // skips its MADV_DONTFORK) copies every pinned page at fork instead: with
+  // each connection's rings that is megabytes per connection per fork.
+  if (::madvise(base, rounded, MADV_DONTFORK) != 0)
+    report_error(errno, "madvise(MADV_DONTFORK) on a memory region (a fork() copies it)");
   MemoryRegion region;
   region.base_ = base;
   region.size_ = rounded;
