@@ -228,6 +228,7 @@ class Engine final : public UpgradeEngine {
   // The TCP listener (not a rendezvous one) whose board is `board`.
   std::map<uint64_t, std::unique_ptr<Listener>>::iterator listener_entry_of(const RendezvousBoard* board);
   Listener* listener_of(const RendezvousBoard* board);
+  bool awaits_requests(const Listener& listener) const;
   Listener* rendezvous_listener();
   // Takes over the rdma_cm side of a listener whose owner is gone (a
   // daemon()'s parent). False while the owner lives or holds the port.

@@ -43,12 +43,23 @@ void Engine::stop_listening(uint64_t key, const RendezvousBoard* board) {
   // Connections still in the backlog are reset by the kernel: their
   // upgrades end with them (the clients see DISCONNECTED).
   listener.early.clear();
-  if (listener.matcher.waiting_sockets() > 0 && listener.closed_ms == 0) {
+  if (awaits_requests(listener) && listener.closed_ms == 0) {
     listener.closed_ms = core::monotonic_ms();  // lingers for the requests of what it accepted
     wake();
     return;
   }
   close_listener(it);
+}
+
+// Whether what the listener accepted may still need its rdma_cm side: a
+// socket waits for its request, a request for its claim, or a socket of a
+// shared listener for its first use (the claim). Under the engine's lock.
+bool Engine::awaits_requests(const Listener& listener) const {
+  if (listener.matcher.waiting_sockets() > 0 || !listener.requests.empty()) return true;
+  if (!listener.board) return false;
+  for (const Unclaimed& entry : unclaimed_)
+    if (entry.stream->rendezvous().get() == listener.board.get()) return true;
+  return false;
 }
 
 // Under the engine's lock.
@@ -74,7 +85,7 @@ void Engine::close_lingering(uint16_t port) {
   for (auto it = listeners_.begin(); it != listeners_.end();) {
     Listener& listener = *it->second;
     bool done = listener.closed_ms != 0 &&
-                (listener.matcher.waiting_sockets() == 0 || now - listener.closed_ms >= settle_ms() ||
+                (!awaits_requests(listener) || now - listener.closed_ms >= settle_ms() ||
                  (port != 0 && listener.cm.port() == port));
     if (!done) {
       ++it;
