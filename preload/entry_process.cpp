@@ -6,6 +6,7 @@
 #include "core/log.hpp"
 #include "core/stats.hpp"
 #include "preload/entry_common.hpp"
+#include "sock/stream/fork_children.hpp"
 #include "sock/stream/stream_handoff.hpp"
 #include "sock/stats_publisher.hpp"
 #include "sock/stream/stream_hooks.hpp"
@@ -14,19 +15,25 @@
 using namespace vsock;
 using vsock::preload::real;
 
-// Both processes may use every socket after a fork: upgraded connections go
-// back to TCP first (docs/protocol.md §5), and stay locked across the fork
-// so the child copies none of them half-changed.
+// Both processes may use every socket after a fork. Switched connections
+// stay on RDMA here; the child's first use of one asks us to hand it back
+// to TCP (docs/protocol.md §5.2). The rest (upgrades under way) go back to
+// TCP first (§5). All stay locked across the fork so the child copies none
+// of them half-changed.
 VSOCK_EXPORT pid_t fork(void) {
   sock::HandoffHold hold;
   // Datagram sockets first: leaving UD takes the side band's lock, which
   // its thread may hold while it waits for a stream's (held from here on).
   if (!sys::in_library()) {
     sock::dgram::leave_all_datagram_sockets();
-    sock::hand_off_all_streams(&hold);
+    sock::hand_off_all_streams(&hold, sock::HandoffKind::kFork);
   }
   pid_t pid = real().fork();
   int saved = errno;
+  if (pid > 0 && hold.fork_sequence() != 0) {
+    sock::note_fork_child(pid, hold.fork_sequence());
+    core::stat_add(core::Stat::forks_keeping_rdma);
+  }
   hold.release(pid == 0);
   if (pid == 0 && !sys::in_library()) sock::dgram::abandon_datagram_sockets_in_child();
   if (pid > 0) core::stat_add(core::Stat::forks);
@@ -40,7 +47,7 @@ VSOCK_EXPORT int daemon(int nochdir, int noclose) {
   if (!sys::in_library()) {
     sock::dgram::leave_all_datagram_sockets();
     sock::HandoffHold hold;
-    sock::hand_off_all_streams(&hold);
+    sock::hand_off_all_streams(&hold, sock::HandoffKind::kDaemon);
   }
   int rc = real().daemon(nochdir, noclose);
   if (rc == 0) {
@@ -61,7 +68,7 @@ extern "C" void* vsock_real_vfork_address(void) {
   if (!sys::in_library()) {
     int saved = errno;
     sock::HandoffHold hold;
-    sock::hand_off_all_streams(&hold);
+    sock::hand_off_all_streams(&hold, sock::HandoffKind::kAway);
     hold.release(false);
     sock::dgram::leave_all_datagram_sockets();
     errno = saved;

@@ -149,6 +149,10 @@ struct vsock_stats {
    * nothing is delivered). */
   uint64_t udp_announces_sent;
   uint64_t udp_announces_received;
+  /* fork()s after which this process kept connections on RDMA (the child's
+   * first use of one asks for it: docs/protocol.md section 5.2) */
+  uint64_t forks_keeping_rdma;
+  uint64_t fork_handbacks; /* connections handed back to TCP because a fork child used them */
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

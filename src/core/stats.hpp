@@ -77,7 +77,9 @@ namespace vsock::core {
   X(stream_resumes)            \
   X(udp_ud_restarts)           \
   X(udp_announces_sent)        \
-  X(udp_announces_received)
+  X(udp_announces_received)    \
+  X(forks_keeping_rdma)        \
+  X(fork_handbacks)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

@@ -74,6 +74,10 @@ def revert(nonce, ring_written, ring_consumed):
     return b"VSKR" + bytes([1, 0, 0, 0]) + struct.pack(">QQQ", nonce, ring_written, ring_consumed)
 
 
+def owner(nonce):
+    return b"VSKO" + bytes([1, 0, 0, 0]) + struct.pack(">Q", nonce)
+
+
 def resume(nonce, resend_from, ring_written):
     return b"VSKF" + bytes([1, 0, 0, 0]) + struct.pack(">QQQ", nonce, resend_from, ring_written)
 
@@ -197,6 +201,14 @@ SEEDS = {
         "nothing_in_rings": revert(5, 0, 0),
         "padded_recv": revert(7, 1 << 20, 12345) + bytes(32),
         "bound_magic": b"VSKB" + revert(1, 2, 3)[4:],
+    },
+    "fuzz_owner_request": {
+        "request": owner(0x1122334455667788),
+        "nonce_zero": owner(0),
+        "answer_on_tcp": bytes([1]),
+        "answer_unknown": bytes([4]),
+        "revert_magic": b"VSKR" + owner(1)[4:],
+        "too_long": owner(5) + bytes(1),
     },
     "fuzz_resume_record": {
         "resume": resume(0x1122334455667788, 0x30004, 0x100000002),

@@ -24,7 +24,7 @@ ut_expect_rdma "$@" && expect=1
 # threads_wait, epoll_nested) warm their pairs up until both directions go
 # over RDMA (warm_up.c) before they look at readiness.
 RDMA_PROGRAMS=" tcp_blocking tcp_nonblocking tcp_recv_flags tcp_small_writes tcp_shutdown msg_iov sendfile_tcp epoll_level
-  epoll_edge fd_dup fortify high_fd select_mixed signal_eintr fork_inflight
+  epoll_edge fd_dup fortify high_fd select_mixed signal_eintr fork_inflight fork_shared
   epoll_flags poll_edges select_edges threads_wait epoll_nested "
 
 RDMA_PROGRAMS=" $(echo $RDMA_PROGRAMS) "  # one line, single spaces
@@ -45,6 +45,13 @@ UD_PROGRAMS=" udp_cmsg udp_peer_gone udp_segment "
 # writes, then 2 MiB on the ring). Such a run is repeated once: a second
 # one must be clean.
 ALL_RDMA_PROGRAMS=" tcp_blocking tcp_nonblocking "
+
+# Programs that fork with switched connections open: each fork keeps them
+# on RDMA in the parent (forks_keeping_rdma), and a child's first use of
+# one makes the parent hand it back to TCP (fork_handbacks; protocol.md
+# §5.2). fork_shared's first case, a child that never uses the socket, is
+# what no handback must follow: its bytes after the fork go over RDMA.
+FORK_KEEP_PROGRAMS=" fork_inflight fork_shared "
 
 # Known limits of the RDMA path, listed in docs/compatibility.md: these run
 # and their result is printed, but a difference from the kernel does not
@@ -95,6 +102,14 @@ for prog in "$bindir"/*; do
   if [ $expect = 1 ] && [ $wanted = yes ] && ! [ "${sent:-0}" -gt 0 ]; then
     echo "  --expect-rdma: $name sent no byte over RDMA"
     missing=$((missing + 1))
+  fi
+  if [ $expect = 1 ] && [[ $FORK_KEEP_PROGRAMS == *" $name "* ]]; then
+    kept=$(ut_stat "$err" forks_keeping_rdma) handed=$(ut_stat "$err" fork_handbacks)
+    echo "  $name: forks that kept RDMA ${kept:-0}, connections handed back for a child ${handed:-0}"
+    if ! [ "${kept:-0}" -gt 0 ] || ! [ "${handed:-0}" -gt 0 ]; then
+      echo "  --expect-rdma: $name: no fork kept its connections on RDMA, or no child's use handed one back"
+      missing=$((missing + 1))
+    fi
   fi
   ud_received=$(ut_stat "$err" udp_ud_receives)
   if [ $expect = 1 ] && [[ $UD_PROGRAMS == *" $name "* ]] && ! [ "${ud_received:-0}" -gt 0 ]; then

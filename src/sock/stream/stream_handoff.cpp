@@ -2,15 +2,21 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "core/clock.hpp"
+#include "core/log.hpp"
+#include "core/stats.hpp"
 #include "sock/dgram/datagram_hooks.hpp"
 #include "sock/registry.hpp"
+#include "sock/stream/fork_children.hpp"
+#include "sock/stream/owner_inbox.hpp"
 #include "sock/stream/stream_socket.hpp"
 #include "sock/upgrade/listener_boards.hpp"
+#include "sock/upgrade/upgrade_engine.hpp"
 #include "sys/real_calls.hpp"
 #include "sys/reentry_guard.hpp"
 
@@ -31,34 +37,69 @@ void collect(int fd, const SocketRef& ref) {
 
 }  // namespace
 
-void HandoffHold::hand_off() {
+bool HandoffHold::keep_across_fork() {
+  bool any = false;
+  for (const Entry& e : entries_) any = any || e.stream->stays_across_fork_locked();
+  // Without the inbox a child could not ask for its connections: then
+  // they all go back to TCP before the fork, as the other kinds do.
+  if (!any || !open_owner_inbox()) return false;
+  fork_sequence_ = next_keeping_fork();
+  owner_ = ::getpid();
+  for (Entry& e : entries_) {
+    if (!e.stream->stays_across_fork_locked()) continue;
+    e.kept = true;
+    e.stream->keep_across_fork_locked(fork_sequence_);
+  }
+  // Its side-band thread serves the inbox: it looks at it from now on.
+  if (UpgradeEngine* engine = running_upgrade_engine()) engine->wake_side_band();
+  return true;
+}
+
+void HandoffHold::hand_off(HandoffKind kind) {
   sys::ReentryGuard guard;  // verbs and rdma_cm calls; our own fds
   // One order for every lock: no other thread holds two socket locks.
   std::sort(entries_.begin(), entries_.end(), [](const Entry& a, const Entry& b) { return a.stream < b.stream; });
   for (const Entry& e : entries_) e.stream->lock().release();  // locked until release()
   locked_ = true;
+  if (kind == HandoffKind::kFork) keep_across_fork();
+  // A parked socket's owner is another process: it stays parked in a
+  // forked process, and is handed back by its owner before it goes to one
+  // that knows nothing of the owner.
+  auto stays = [kind](const Entry& e) { return e.kept || (e.stream->parked() && kind != HandoffKind::kAway); };
   bool pending = false;
-  for (const Entry& e : entries_) pending = e.stream->revert_begin(e.fd) || pending;
+  for (const Entry& e : entries_) {
+    if (stays(e)) continue;
+    if (e.stream->parked()) {
+      e.stream->leave_parked_locked(e.fd);
+      continue;
+    }
+    pending = e.stream->revert_begin(e.fd) || pending;
+  }
   // All Reverts are posted before any is waited for: two ends of one
   // connection in this process answer each other here.
   const int64_t deadline = core::monotonic_ms() + kHandoffMs;
   while (pending && core::monotonic_ms() < deadline) {
     pending = false;
     for (const Entry& e : entries_) {
-      if (!e.stream->revert_pending()) continue;
+      if (stays(e) || !e.stream->revert_pending()) continue;
       e.stream->revert_poll();
       pending = pending || e.stream->revert_pending();
     }
     if (pending) sys::real().poll(nullptr, 0, 1);
   }
   const int64_t flush_deadline = core::monotonic_ms() + kHandoffFlushMs;
-  for (const Entry& e : entries_) e.stream->revert_finish(e.fd, flush_deadline);
+  for (const Entry& e : entries_)
+    if (!stays(e)) e.stream->revert_finish(e.fd, flush_deadline);
 }
 
 void HandoffHold::release(bool in_child) {
   sys::ReentryGuard guard;
   for (const Entry& e : entries_) {
-    if (in_child && !e.stream->kernel_only()) e.stream->abandon_in_child();
+    if (in_child && e.kept) {
+      e.stream->park_in_child(owner_);
+    } else if (in_child && !e.stream->kernel_only() && !e.stream->parked()) {
+      e.stream->abandon_in_child();
+    }
     if (locked_) e.stream->unlock_after_handoff();
     e.stream->release();
   }
@@ -66,14 +107,14 @@ void HandoffHold::release(bool in_child) {
   locked_ = false;
 }
 
-void hand_off_all_streams(HandoffHold* hold) {
+void hand_off_all_streams(HandoffHold* hold, HandoffKind kind) {
   note_fork_starting();
   std::vector<std::pair<StreamSocket*, int>> found;
   t_found = &found;
   for_each_socket(collect);
   t_found = nullptr;
-  for (const auto& [stream, fd] : found) hold->entries_.push_back({stream, fd});
-  hold->hand_off();
+  for (const auto& [stream, fd] : found) hold->add(stream, fd);
+  hold->hand_off(kind);
 }
 
 void hand_off_stream_fd(int fd) {
@@ -83,8 +124,8 @@ void hand_off_stream_fd(int fd) {
   if (stream == nullptr || stream->kernel_only()) return;
   HandoffHold hold;
   stream->retain();
-  hold.entries_.push_back({stream, fd});
-  hold.hand_off();
+  hold.add(stream, fd);
+  hold.hand_off(HandoffKind::kAway);
   hold.release(false);
 }
 
@@ -103,6 +144,66 @@ void hand_off_passed_fds(const void* control, unsigned long control_length) {
       dgram::leave_datagram_fd(fd);
     }
   }
+}
+
+namespace {
+
+// Streams of the connection `nonce` (both ends, if both are here), each with
+// a dup of its fd: the application may close its own fd meanwhile.
+thread_local uint64_t t_nonce = 0;
+thread_local std::vector<std::pair<StreamSocket*, int>>* t_matching = nullptr;
+
+void collect_nonce(int, const SocketRef& ref) {
+  StreamSocket* stream = ref->stream.load(std::memory_order_acquire);
+  if (stream == nullptr || stream->kernel_only() || stream->parked() || stream->nonce() != t_nonce) return;
+  for (const auto& entry : *t_matching)
+    if (entry.first == stream) return;  // dup'ed fds share it
+  stream->retain();
+  t_matching->emplace_back(stream, -1);
+}
+
+// Hands `streams` back to TCP (kAway) through dups of their fds; takes
+// over their references.
+void hand_back(std::vector<std::pair<StreamSocket*, int>>& streams) {
+  HandoffHold hold;
+  for (auto& [stream, fd] : streams) {
+    {
+      std::unique_lock<std::mutex> held = stream->lock();
+      fd = stream->dup_own_fd();
+    }
+    if (fd < 0) {
+      stream->release();  // its fd is gone here: nothing to hand back through
+      continue;
+    }
+    hold.add(stream, fd);
+  }
+  hold.hand_off(HandoffKind::kAway);
+  hold.release(false);
+  for (const auto& [stream, fd] : streams)
+    if (fd >= 0) sys::real().close(fd);
+}
+
+}  // namespace
+
+wire::OwnerAnswer hand_back_for_child(uint64_t nonce) {
+  std::vector<std::pair<StreamSocket*, int>> matching;
+  t_nonce = nonce;
+  t_matching = &matching;
+  for_each_socket(collect_nonce);
+  t_matching = nullptr;
+  if (matching.empty()) return wire::OwnerAnswer::kNotHere;
+  VSOCK_LOG(kDebug, "a fork child uses connection %016llx: handing it back to TCP",
+            static_cast<unsigned long long>(nonce));
+  core::stat_add(core::Stat::fork_handbacks);
+  hand_back(matching);
+  return wire::OwnerAnswer::kOnTcp;
+}
+
+void hand_back_before_close(StreamSocket* stream) {
+  if (stream->kernel_only() || stream->parked()) return;
+  stream->retain();
+  std::vector<std::pair<StreamSocket*, int>> one{{stream, -1}};
+  hand_back(one);
 }
 
 }  // namespace vsock::sock

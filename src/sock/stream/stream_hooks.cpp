@@ -14,6 +14,8 @@
 #include "sock/dgram/datagram_hooks.hpp"
 #include "sock/dgram/datagram_socket.hpp"
 #include "sock/offload_rules.hpp"
+#include "sock/stream/fork_children.hpp"
+#include "sock/stream/stream_handoff.hpp"
 #include "sock/upgrade/failed_paths.hpp"
 #include "sock/upgrade/listener_boards.hpp"
 #include "sock/upgrade/upgrade_engine.hpp"
@@ -224,7 +226,13 @@ void adopt_inherited_listeners() {
 void finish_streams_at_exit() {
   sys::ReentryGuard guard;
   for_each_socket([](int, const SocketRef& ref) {
-    if (StreamSocket* stream = managed_stream(ref)) stream->finish_at_exit(kExitDrainMs);
+    StreamSocket* stream = managed_stream(ref);
+    if (stream == nullptr || stream->parked()) return;  // a parked one is its owner's
+    // A fork child that shares it goes on with it: back to TCP, not a FIN.
+    if (fork_child_may_hold(stream->kept_since_fork()))
+      hand_back_before_close(stream);
+    else
+      stream->finish_at_exit(kExitDrainMs);
   });
 }
 
@@ -238,6 +246,9 @@ void on_socket_released(SocketState* state) {
   // fork child closing what it inherited must not open the device for it).
   UpgradeEngine* engine = running_upgrade_engine();
   if (stream != nullptr) {
+    // A fork child that shares the connection goes on with it: the close
+    // here must not end it over RDMA (the kernel's stays open in the child).
+    if (fork_child_may_hold(stream->kept_since_fork())) hand_back_before_close(stream);
     bool drain = stream->on_last_close();
     if (engine != nullptr) engine->on_closed(stream, drain);
     stream->release();

@@ -20,6 +20,7 @@
 #pragma once
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/uio.h>
 
 #include <atomic>
@@ -134,6 +135,7 @@ class StreamSocket final : public ManagedSocket {
   bool take_claim() { return awaiting_claim_.exchange(false, std::memory_order_acq_rel); }
   void claim_if_awaited(int fd) {
     if (awaiting_claim_.load(std::memory_order_relaxed)) claim_now(fd);
+    if (parked_.load(std::memory_order_relaxed)) leave_parked(fd);
   }
   const std::shared_ptr<RendezvousBoard>& rendezvous() const { return rendezvous_; }
   // Who claims (the upgrade engine): called without any lock held.
@@ -226,6 +228,35 @@ class StreamSocket final : public ManagedSocket {
   // parent's; forgets them (never destroys: their handles would act on
   // the parent's resources) and serves the socket from the kernel.
   void abandon_in_child();
+
+  // --- a fork() that keeps the connection on RDMA (docs/protocol.md §5.2;
+  // stream_socket_fork.cpp). Under lock(), before the fork:
+  // Whether this process can keep the connection (on RDMA, or upgrading)
+  // across a fork: no error, not resuming, no Revert under way, and not a
+  // server socket that goes up for claim. Any other state is handed off
+  // as before.
+  bool stays_across_fork_locked() const;
+  // It stays, on the fork numbered `sequence` (fork_children.hpp).
+  void keep_across_fork_locked(uint64_t sequence) {
+    if (kept_since_fork_.load(std::memory_order_relaxed) == 0)
+      kept_since_fork_.store(sequence, std::memory_order_relaxed);
+  }
+  // The first fork that kept it (0: none): its children may hold the fd.
+  uint64_t kept_since_fork() const { return kept_since_fork_.load(std::memory_order_relaxed); }
+  // In the child: forgets the parent's channel as abandon_in_child() does,
+  // but the connection stays on RDMA in `owner`: the first use here asks
+  // the owner to hand it back to TCP (leave_parked).
+  void park_in_child(pid_t owner);
+  bool parked() const { return parked_.load(std::memory_order_acquire); }
+  // A parked socket's first use here, or its handoff to a program that
+  // knows nothing of the owner (vfork+exec, SCM_RIGHTS): asks the owner to
+  // hand the connection back to TCP (bounded), then serves the socket from
+  // the kernel. If the owner is gone or does not answer, the TCP connection
+  // is reset: the bytes in its rings cannot be had any more.
+  void leave_parked(int fd);
+  void leave_parked_locked(int fd);
+  // A dup of this socket's fd (checked by inode), or -1. Under lock().
+  int dup_own_fd() const;
   // The engine: a peer's Revert left bytes to write on TCP.
   bool resend_pending() const { return !resend_.empty(); }
 
@@ -299,8 +330,6 @@ class StreamSocket final : public ManagedSocket {
   void finish_peer_revert_locked();
   // Resets the kernel's TCP connection (RST to the peer, ECONNRESET here).
   void reset_tcp(int fd, const char* why);
-  // A dup of this socket's fd (checked by inode), or -1.
-  int dup_own_fd() const;
   void become_kernel_only();
   void reset_connection(int error, const char* why);
   // Whether a TCP end of file may still be followed by the peer's Switch.
@@ -327,6 +356,9 @@ class StreamSocket final : public ManagedSocket {
   std::atomic<bool> no_delay_{false};
   std::atomic<int> receive_low_water_{1};
   std::atomic<bool> awaiting_claim_{false};
+  std::atomic<bool> parked_{false};  // a fork child's copy; owner_pid_ has the RDMA path
+  pid_t owner_pid_ = 0;
+  std::atomic<uint64_t> kept_since_fork_{0};
   std::shared_ptr<RendezvousBoard> rendezvous_;  // the listener's board, for the claim
   UpgradeState upgrade_;
   BlockingMode blocking_;  // O_NONBLOCK, SO_RCVTIMEO, SO_SNDTIMEO

@@ -2,6 +2,9 @@
 // it tracks and drains at close, and the one engine of the process.
 #include "sock/upgrade/engine.hpp"
 
+#include "sock/stream/owner_inbox.hpp"
+#include "sock/stream/stream_handoff.hpp"
+
 namespace vsock::sock::side_band {
 
 uint64_t random_nonce() {
@@ -200,12 +203,17 @@ void Engine::run() {
       std::lock_guard<std::mutex> held(mu_);
       timeout = next_timeout_ms();
     }
-    pollfd fds[2] = {{channel_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-    sys::real().poll(fds, 2, timeout);
+    // The owner inbox (-1 until a fork kept connections on RDMA; poll
+    // skips it then): fork children ask for their connections there.
+    pollfd fds[3] = {{channel_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}, {owner_inbox_fd(), POLLIN, 0}};
+    sys::real().poll(fds, 3, timeout);
     if (fds[1].revents & POLLIN) {
       uint64_t value;
       (void)!sys::real().read(wake_fd_, &value, sizeof value);
     }
+    // Without the engine's lock: a handoff takes socket locks and waits
+    // (bounded) for the peer's device.
+    if (fds[2].revents & POLLIN) serve_owner_inbox(hand_back_for_child);
     std::lock_guard<std::mutex> held(mu_);
     for (int i = 0; i < 64; ++i) {
       core::Result<rdma::CmEvent> event = channel_.next_event(0);

@@ -194,6 +194,7 @@ class Engine final : public UpgradeEngine {
   bool resolve_datagram_path(const sockaddr* destination, socklen_t length) override;
   // Makes the thread look at its timers and sockets now.
   void wake();
+  void wake_side_band() override { wake(); }
   // In a child of fork(): drops the child's copies of the engine's fds. The
   // rdma_cm ids (the listeners among them) live as long as any process
   // holds their channel open; a listener whose owner exited (daemon()'s

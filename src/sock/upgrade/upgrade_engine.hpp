@@ -71,6 +71,10 @@ class UpgradeEngine {
   // waits for the upgrade) is served as if the listener were its alone.
   virtual void on_accepted_shared(int fd, StreamSocket* stream) = 0;
 
+  // Makes the side-band thread look at once (e.g. at the owner inbox a fork
+  // just opened: owner_inbox.hpp, which it serves).
+  virtual void wake_side_band() = 0;
+
   // The last fd of `stream` was closed; StreamSocket::on_last_close() said
   // whether there is a close to finish (`drain`).
   virtual void on_closed(StreamSocket* stream, bool drain) = 0;

@@ -25,6 +25,9 @@ inline constexpr uint32_t kDatagramMagic = 0x56534B44;
 // "VSKU": the private data of a UDP resolution (SIDR request and answer,
 // docs/protocol.md section 6.1).
 inline constexpr uint32_t kResolveMagic = 0x56534B55;
+// "VSKO": a fork() child asks the owner of a connection's RDMA path to
+// hand it back to TCP (local Unix socket, docs/protocol.md section 5.2).
+inline constexpr uint32_t kOwnerMagic = 0x56534B4F;
 // The only version this code speaks. A peer of another version is refused
 // (and stays on TCP) rather than half-understood.
 inline constexpr uint8_t kProtocolVersion = 1;
