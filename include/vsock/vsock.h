@@ -153,6 +153,12 @@ struct vsock_stats {
    * first use of one asks for it: docs/protocol.md section 5.2) */
   uint64_t forks_keeping_rdma;
   uint64_t fork_handbacks; /* connections handed back to TCP because a fork child used them */
+  /* connections that stayed on TCP because their rings could not be had:
+   * memory_budget_mib reached, locked memory (ulimit -l), queue pair or
+   * completion queue limits */
+  uint64_t fallback_no_resources;
+  uint64_t registered_bytes;      /* memory registered with the device now */
+  uint64_t registered_bytes_peak; /* the most registered at once */
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

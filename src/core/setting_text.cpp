@@ -30,6 +30,7 @@ std::string setting_text(const Settings& s, std::string_view name) {
   if (name == "cq_mod_us") return std::to_string(s.cq_mod_us);
   if (name == "upgrade_timeout_ms") return std::to_string(s.upgrade_timeout_ms);
   if (name == "peer_fail_cache_s") return std::to_string(s.peer_fail_cache_s);
+  if (name == "memory_budget_mib") return std::to_string(s.memory_budget_mib);
   if (name == "udp_receive_buffers") return std::to_string(s.udp_receive_buffers);
   if (name == "udp_progress_us") return std::to_string(s.udp_progress_us);
   if (name == "udp_mcast_offload") return multicast_prefixes_text(s.udp_mcast_offload);

@@ -79,7 +79,10 @@ namespace vsock::core {
   X(udp_announces_sent)        \
   X(udp_announces_received)    \
   X(forks_keeping_rdma)        \
-  X(fork_handbacks)
+  X(fork_handbacks)            \
+  X(fallback_no_resources)     \
+  X(registered_bytes)          \
+  X(registered_bytes_peak)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

@@ -17,7 +17,7 @@ constexpr const char* kWhyNames[] = {"",            "undecided",   "rule",      
                                      "option",      "datagram",    "declined",     "rejected",
                                      "no_listener", "unreachable", "timeout",      "local_error",
                                      "peer_closed", "transport_error", "refused",  "handed_off",
-                                     "cached_peer", "no_request",  "rdma_failed"};
+                                     "cached_peer", "no_request",  "rdma_failed", "no_resources"};
 static_assert(sizeof kWhyNames / sizeof kWhyNames[0] == static_cast<size_t>(KernelWhy::kCount),
               "a name per KernelWhy");
 

@@ -52,6 +52,7 @@ enum class KernelWhy : uint8_t {
   kCachedPeer,       // not tried: an upgrade to this peer failed lately (peer_fail_cache_s)
   kNoRequest,        // accepted, but no upgrade request came (the client runs no libvsock)
   kRdmaFailed,       // went back to TCP: its RDMA path failed under it (link, port, device; protocol §5.1)
+  kNoResources,      // no channel could be made: memory_budget_mib, locked memory, device limits
   kCount
 };
 const char* socket_path_name(SocketPath path);

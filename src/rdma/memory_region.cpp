@@ -3,10 +3,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <utility>
 
+#include "core/log.hpp"
 #include "rdma/fork_guard.hpp"
+#include "rdma/memory_budget.hpp"
 #include "rdma/status.hpp"
 
 namespace vsock::rdma {
@@ -45,9 +48,22 @@ core::Result<MemoryRegion> MemoryRegion::allocate(const ProtectionDomain& pd, si
     ForkGuard no_fork_now;
     region.mr_ = ibv_reg_mr(pd.get(), base, rounded, access);
   }
-  // ENOMEM here is usually RLIMIT_MEMLOCK; say so, since the fix is a ulimit.
-  if (region.mr_ == nullptr)
-    return R::fail(report_error(errno, "ibv_reg_mr(%zu bytes, access 0x%x) (check ulimit -l)", rounded, access));
+  if (region.mr_ == nullptr) {
+    const int error = errno;
+    // ENOMEM is usually RLIMIT_MEMLOCK: the connection stays on TCP, and
+    // the user learns once what to raise (every further one: debug).
+    if (error != ENOMEM)
+      return R::fail(report_error(error, "ibv_reg_mr(%zu bytes, access 0x%x)", rounded, access));
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      VSOCK_LOG(kWarn, "rdma: cannot register %zu more bytes (ENOMEM: locked memory, ulimit -l, at %llu registered): "
+                "connections stay on TCP while it lasts (fallback_no_resources)", rounded,
+                static_cast<unsigned long long>(registered_bytes()));
+    else
+      VSOCK_LOG(kDebug, "rdma: ibv_reg_mr(%zu bytes): ENOMEM", rounded);
+    return R::fail(ENOMEM);
+  }
+  note_registered(static_cast<int64_t>(rounded));
   return R::ok(std::move(region));
 }
 
@@ -58,6 +74,7 @@ void MemoryRegion::reset() {
     ForkGuard no_fork_now;
     int rc = ibv_dereg_mr(mr_);
     if (rc != 0) report_error(rc, "ibv_dereg_mr");
+    note_registered(-static_cast<int64_t>(size_));
   }
   if (base_ != nullptr) ::munmap(base_, size_);
   mr_ = nullptr;

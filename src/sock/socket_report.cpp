@@ -50,6 +50,7 @@ core::KernelWhy why_of_fallback(FallbackReason reason) {
     case FallbackReason::kTransportError: return core::KernelWhy::kTransportError;
     case FallbackReason::kRefused: return core::KernelWhy::kRefused;
     case FallbackReason::kNoRequest: return core::KernelWhy::kNoRequest;
+    case FallbackReason::kNoResources: return core::KernelWhy::kNoResources;
   }
   return core::KernelWhy::kUndecided;
 }

@@ -116,8 +116,15 @@ core::Result<StreamChannel> StreamChannel::create(const rdma::Device& device, co
   if (cq_depth > static_cast<uint64_t>(device.attr().max_cqe))
     return R::fail(rdma::report_error(EINVAL, "StreamChannel: sq %u + rq %u exceed the CQ limit %d", config.sq_depth,
                                       config.rq_depth, device.attr().max_cqe));
+  // Reserved before anything is registered: the ring, the message slots
+  // and a send buffer as large as our own ring (start() adds the rest if
+  // the peer's ring is larger).
+  const uint64_t messages_bytes = (uint64_t{config.rq_depth} + 1) * kControlMessageMax;
+  auto reservation = rdma::BudgetReservation::take(2 * config.ring_size + messages_bytes, config.memory_budget);
+  if (!reservation) return R::fail(reservation.error());
   StreamChannel channel;
   channel.config_ = config;
+  channel.reservation_ = std::move(reservation.value());
   auto pd = rdma::ProtectionDomain::create(device);
   if (!pd) return R::fail(pd.error());
   channel.pd_ = std::move(pd.value());
@@ -175,6 +182,7 @@ Status StreamChannel::start(const rdma::RingDescriptor& peer_ring) {
   if (!remote) return Status::fail(remote.error());
   // Local read access only: the device reads it for RDMA WRITE, nobody else
   // touches it.
+  if (peer_ring.capacity > config_.ring_size) reservation_.grow(peer_ring.capacity - config_.ring_size);
   core::Result<rdma::MemoryRegion> buffer = rdma::MemoryRegion::allocate(pd_, peer_ring.capacity, 0);
   if (!buffer) return Status::fail(buffer.error());
   send_buffer_ = std::move(buffer.value());

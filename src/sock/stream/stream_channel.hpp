@@ -48,6 +48,7 @@
 #include "core/result.hpp"
 #include "rdma/completion_queue.hpp"
 #include "rdma/device.hpp"
+#include "rdma/memory_budget.hpp"
 #include "rdma/memory_region.hpp"
 #include "rdma/protection_domain.hpp"
 #include "rdma/rc_queue_pair.hpp"
@@ -296,6 +297,8 @@ class StreamChannel {
 
   // Declaration order is teardown order reversed: the queue pair goes
   // first, so nothing can reach the buffers while they are deregistered.
+  // Declared first: given back after everything below is deregistered.
+  rdma::BudgetReservation reservation_;
   rdma::ProtectionDomain pd_;
   rdma::CompletionQueue cq_;
   rdma::ReceiveRing ring_;

@@ -15,6 +15,7 @@ StreamConfig StreamConfig::from_settings(const core::Settings& settings) {
   config.cq_mod_us = settings.cq_mod_us;
   const uint64_t largest = core::largest_profile_ring_size();
   config.max_peer_ring = settings.ring_size > largest ? settings.ring_size : largest;
+  config.memory_budget = uint64_t{settings.memory_budget_mib} << 20;
   return config;
 }
 

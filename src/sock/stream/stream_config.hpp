@@ -37,6 +37,9 @@ struct StreamConfig {
   // registered here, so the peer must not choose its size freely (never
   // above StreamChannel::kMaxPeerRing).
   uint64_t max_peer_ring = 8u << 20;
+  // The process's budget of registered memory for connections, bytes (0:
+  // no limit; rdma/memory_budget.hpp).
+  uint64_t memory_budget = 0;
 
   static StreamConfig from_settings(const core::Settings& settings);
 };

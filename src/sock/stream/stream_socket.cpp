@@ -51,6 +51,7 @@ void count_fallback(FallbackReason reason) {
     case FallbackReason::kTransportError: core::stat_add(Stat::fallback_transport_error); return;
     case FallbackReason::kRefused: core::stat_add(Stat::fallback_refused); return;
     case FallbackReason::kNoRequest: core::stat_add(Stat::fallback_no_request); return;
+    case FallbackReason::kNoResources: core::stat_add(Stat::fallback_no_resources); return;
   }
 }
 

@@ -43,7 +43,9 @@ bool Engine::start_connect(int fd, StreamSocket* stream, const sockaddr* peer, s
                                               peer_len, std::move(channel));
   if (!started) {
     stream_held.unlock();
-    stream->fall_back_now(started.error() == EAFNOSUPPORT ? FallbackReason::kDeclined : FallbackReason::kLocalError,
+    stream->fall_back_now(started.error() == EAFNOSUPPORT ? FallbackReason::kDeclined
+                          : started.error() == ENOMEM     ? FallbackReason::kNoResources
+                                                          : FallbackReason::kLocalError,
                           started.error() == EAFNOSUPPORT ? "address family not upgradable"
                           : started.error() == ENOMEM     ? "no resources for a channel"
                                                           : "rdma_cm could not start");

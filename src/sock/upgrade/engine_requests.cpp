@@ -155,8 +155,10 @@ void Engine::accept_matched(Listener& listener, const rdma::CmEvent& request, co
   core::Result<Answered> answered = answer(listener, request, parsed.nonce, /*socket_accepted=*/true);
   if (!answered) {
     stream_held.unlock();
-    stream->fall_back_now(FallbackReason::kLocalError,
-                          answered.error() == ENOMEM ? "no resources for a channel" : "could not accept the request");
+    if (answered.error() == ENOMEM)
+      stream->fall_back_now(FallbackReason::kNoResources, "no resources for a channel");
+    else
+      stream->fall_back_now(FallbackReason::kLocalError, "could not accept the request");
     return;
   }
   stream->set_nonce(parsed.nonce);

@@ -236,6 +236,7 @@ const char* fallback_reason_name(FallbackReason reason) {
     case FallbackReason::kPeerClosed: return "peer-closed";
     case FallbackReason::kTransportError: return "transport-error";
     case FallbackReason::kRefused: return "refused";
+    case FallbackReason::kNoResources: return "no-resources";
   }
   return "?";
 }

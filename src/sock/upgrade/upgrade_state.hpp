@@ -70,6 +70,7 @@ enum class FallbackReason : uint8_t {
   kTransportError,  // the queue pair failed before anything was switched
   kRefused,         // the server refused this connection only (not remembered)
   kNoRequest,       // server: accepted, and no request came for it in time
+  kNoResources,     // no channel could be made here: memory budget, locked memory, device limits
 };
 
 enum class UpgradeAction : uint8_t {
