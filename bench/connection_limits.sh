@@ -34,7 +34,8 @@
 #                       kernel or libvsock (BUILD_DIR's), RING VSOCK_RING_SIZE
 #                       of both ends, BUDGET_MIB VSOCK_MEMORY_BUDGET_MIB of
 #                       both ends (0: none), MEMLOCK_KIB an `ulimit -l` for
-#                       both (default unlimited)
+#                       both (default the script's: unlimited), without
+#                       CAP_IPC_LOCK (which exempts root from it)
 #   VSOCK_LIMITS_CONNS  N (default 10000)
 #   VSOCK_LIMITS_OPEN_SECONDS  bound of the opening phase per row (default 240)
 #   VSOCK_LIMITS_MIN_AVAIL_MIB stop opening below this MemAvailable (default 256)
@@ -78,6 +79,14 @@ stop_server() {
 }
 trap 'stop_server; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
+
+# bash -c "$launch" MEMLOCK CMD...: CMD under `ulimit -l MEMLOCK` (- : as
+# is). Root is exempt from the memlock limit through CAP_IPC_LOCK (the
+# guest runs everything as root): dropped then with setpriv, or the limit
+# would limit nothing.
+launch='[ "$0" = - ] && exec "$@"; ulimit -l "$0" || exit 1
+  [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && exec setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock "$@"
+  exec "$@"'
 
 # row_env COLUMN RING BUDGET WHO -> env assignments; WHO names the log.
 row_env() {
@@ -125,7 +134,7 @@ for row in "${rows[@]}"; do
   # shellcheck disable=SC2046
   # No timeout(1) around the server: server_pid must be the server's own
   # (bash execs env, env execs it), for --peer-pid; stop_server ends it.
-  if ! bench_start_server "$work/server.out" bash -c '[ "$0" = - ] || ulimit -l "$0" || exit 1; exec "$@"' "$memlock" \
+  if ! bench_start_server "$work/server.out" bash -c "$launch" "$memlock" \
     env $(row_env "$column" "$ring" "$budget" server) "$prog" server --addr "$addr" --port 0 --cpu 0; then
     echo "| $label | server did not start | | | | | | | | | |" >>"$table"
     stop_server
@@ -133,7 +142,7 @@ for row in "${rows[@]}"; do
   fi
   rss0=$(awk '/VmRSS/ { print $2 }' "/proc/$server_pid/status" 2>/dev/null)
   # shellcheck disable=SC2046
-  out=$(timeout -k 5 $((client_s + 20)) bash -c '[ "$0" = - ] || ulimit -l "$0" || exit 1; exec "$@"' "$memlock" \
+  out=$(timeout -k 5 $((client_s + 20)) bash -c "$launch" "$memlock" \
     env $(row_env "$column" "$ring" "$budget" client) "$prog" client --addr "$addr" --port "$server_port" \
     --conns "$conns" --forks 0 --cpu 1 --seconds "$client_s" --open-seconds "$open_s" --min-avail-mib "$min_avail" \
     --peer-pid "$server_pid" 2>>"$work/errors")
