@@ -1,6 +1,7 @@
 #include "rdma/memory_budget.hpp"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -60,6 +61,14 @@ void note_registered(int64_t bytes) {
   while (now > peak && !g_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
   }
   if (now > peak) core::stat_set(core::Stat::registered_bytes_peak, g_peak.load(std::memory_order_relaxed));
+}
+
+uint64_t page_rounded(uint64_t bytes) {
+  static const uint64_t page = [] {
+    long size = ::sysconf(_SC_PAGESIZE);
+    return size > 0 ? static_cast<uint64_t>(size) : uint64_t{4096};
+  }();
+  return (bytes + page - 1) / page * page;
 }
 
 uint64_t registered_bytes() { return g_registered.load(std::memory_order_relaxed); }

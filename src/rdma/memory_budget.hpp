@@ -41,6 +41,9 @@ class BudgetReservation {
   uint64_t bytes_ = 0;
 };
 
+// What registering `bytes` takes: whole pages (MemoryRegion rounds up).
+uint64_t page_rounded(uint64_t bytes);
+
 // Every MemoryRegion: `bytes` were registered (positive) or deregistered.
 void note_registered(int64_t bytes);
 uint64_t registered_bytes();

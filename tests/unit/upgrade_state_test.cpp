@@ -21,7 +21,7 @@ constexpr E kAllEvents[] = {
     E::kConnectStarted, E::kRequestAccepted, E::kDeclined,   E::kCmEstablished,  E::kCmRejected,
     E::kCmNoListener,   E::kCmUnreachable,   E::kCmTimeout,  E::kCmError,        E::kSwitchSent,
     E::kSwitchReceived, E::kTcpEof,          E::kTcpReset,   E::kTransportError, E::kProtocolError,
-    E::kBoundReceived,  E::kCmRefused,
+    E::kBoundReceived,  E::kCmRefused,       E::kNoResources,
 };
 
 // A reachable state: the events that lead there from kKernel.
@@ -88,6 +88,7 @@ const std::vector<Rule>& rules() {
         {"client-connecting", E::kCmUnreachable, fallback(R::kUnreachable)},
         {"client-connecting", E::kCmTimeout, fallback(R::kTimeout)},
         {"client-connecting", E::kCmError, fallback(R::kLocalError)},
+        {"client-connecting", E::kNoResources, fallback(R::kNoResources)},
         {"client-connecting", E::kTcpEof, fallback(R::kPeerClosed)},
         {"client-connecting", E::kTcpReset, reset(ECONNRESET)},
         {"client-connecting", E::kTransportError, fallback(R::kTransportError)},

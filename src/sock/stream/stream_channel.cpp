@@ -119,8 +119,9 @@ core::Result<StreamChannel> StreamChannel::create(const rdma::Device& device, co
   // Reserved before anything is registered: the ring, the message slots
   // and a send buffer as large as our own ring (start() adds the rest if
   // the peer's ring is larger).
-  const uint64_t messages_bytes = (uint64_t{config.rq_depth} + 1) * kControlMessageMax;
-  auto reservation = rdma::BudgetReservation::take(2 * config.ring_size + messages_bytes, config.memory_budget);
+  const uint64_t messages_bytes = rdma::page_rounded((uint64_t{config.rq_depth} + 1) * kControlMessageMax);
+  const uint64_t ring_bytes = rdma::page_rounded(config.ring_size);
+  auto reservation = rdma::BudgetReservation::take(2 * ring_bytes + messages_bytes, config.memory_budget);
   if (!reservation) return R::fail(reservation.error());
   StreamChannel channel;
   channel.config_ = config;
@@ -182,7 +183,9 @@ Status StreamChannel::start(const rdma::RingDescriptor& peer_ring) {
   if (!remote) return Status::fail(remote.error());
   // Local read access only: the device reads it for RDMA WRITE, nobody else
   // touches it.
-  if (peer_ring.capacity > config_.ring_size) reservation_.grow(peer_ring.capacity - config_.ring_size);
+  const uint64_t mirror_bytes = rdma::page_rounded(peer_ring.capacity);
+  const uint64_t reserved_mirror = rdma::page_rounded(config_.ring_size);
+  if (mirror_bytes > reserved_mirror) reservation_.grow(mirror_bytes - reserved_mirror);
   core::Result<rdma::MemoryRegion> buffer = rdma::MemoryRegion::allocate(pd_, peer_ring.capacity, 0);
   if (!buffer) return Status::fail(buffer.error());
   send_buffer_ = std::move(buffer.value());

@@ -155,6 +155,10 @@ struct Listener {
   std::map<uint64_t, HeldRequest> requests;  // waiting requests by handle (their cm id)
   std::map<int, StreamSocket*> sockets;         // accepted sockets waiting for their request (retained)
   std::vector<std::unique_ptr<EarlyUpgrade>> early;  // oldest first
+  // Requests answered from the backlog with a reject because no channel
+  // could be made (memory budget, locked memory): their sockets, once
+  // accepted, stay on TCP for that reason (oldest first, bounded).
+  std::vector<std::pair<wire::UpgradeRequest, int64_t>> no_resources;
   // The TCP listener was closed: the rdma_cm side stays until the sockets
   // it accepted have had their requests (a server that closes its listener
   // right after accept()), settle_ms() at most (0: open).

@@ -185,9 +185,15 @@ void Engine::finish_connect(StreamSocket* stream) {
           wire::parse_upgrade_accept(result.private_data.bytes, result.private_data.length);
       StreamChannel* channel = stream->channel();
       // A bad answer is a reject: the connection goes away with the connector.
-      if (!accept || accept.value().nonce != stream->nonce() || channel == nullptr ||
-          !channel->start(accept.value().ring)) {
+      if (!accept || accept.value().nonce != stream->nonce() || channel == nullptr) {
         event = UpgradeEvent::kCmRejected;
+        break;
+      }
+      // The send buffer that mirrors the server's ring is registered now: a
+      // shortage of ours (budget, locked memory) says nothing of the peer.
+      if (rdma::Status started = channel->start(accept.value().ring); !started) {
+        const bool short_here = started.error() == ENOMEM || started.error() == ENOBUFS;
+        event = short_here ? UpgradeEvent::kNoResources : UpgradeEvent::kCmRejected;
         break;
       }
       stream->connection() = connector.take_connection();

@@ -128,6 +128,14 @@ void Engine::on_accepted(uint64_t key, int fd, StreamSocket* stream) {
     bind_early(std::move(taken), fd, stream);
     return;
   }
+  for (auto at = listener.no_resources.begin(); at != listener.no_resources.end(); ++at) {
+    if (!wire::upgrade_request_matches(at->first, names.local_addr(), names.local_len, names.peer_addr(),
+                                       names.peer_len))
+      continue;
+    listener.no_resources.erase(at);
+    stream->fall_back_now(FallbackReason::kNoResources, "no resources for a channel when its request came");
+    return;
+  }
   add_accepted(listener, fd, stream, names);
 }
 

@@ -220,7 +220,17 @@ core::Result<Answered> Engine::answer(Listener& listener, const rdma::CmEvent& r
 // Under the engine's lock. The request is answered either way.
 void Engine::accept_early(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed) {
   core::Result<Answered> answered = answer(listener, request, parsed.nonce, /*socket_accepted=*/false);
-  if (!answered) return;
+  if (!answered) {
+    // Rejected already; its socket, once accepted, learns why (on_accepted).
+    if (answered.error() == ENOMEM) {
+      const int64_t now = core::monotonic_ms();
+      auto& list = listener.no_resources;
+      while (!list.empty() && (list.size() >= kEarlyCapacity || now - list.front().second >= settle_ms()))
+        list.erase(list.begin());
+      list.emplace_back(parsed, now);
+    }
+    return;
+  }
   auto early = std::make_unique<EarlyUpgrade>();
   early->since_ms = core::monotonic_ms();
   early->request = parsed;

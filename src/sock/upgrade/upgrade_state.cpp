@@ -37,6 +37,10 @@ UpgradeAction UpgradeState::on(UpgradeEvent event) {
       return cm_failure(FallbackReason::kTimeout, "rdma_cm timed out");
     case UpgradeEvent::kCmError:
       return cm_failure(FallbackReason::kLocalError, "local rdma_cm error");
+    case UpgradeEvent::kNoResources:
+      // Only the client, between the server's answer and its own start.
+      if (!client || phase_ != UpgradePhase::kConnecting) return illegal(event);
+      return fall_back(FallbackReason::kNoResources, "no resources for the channel here");
     case UpgradeEvent::kBoundReceived:
       return on_bound_received();
     case UpgradeEvent::kSwitchSent:
@@ -212,6 +216,7 @@ const char* event_name(UpgradeEvent event) {
     case UpgradeEvent::kCmUnreachable: return "cm-unreachable";
     case UpgradeEvent::kCmTimeout: return "cm-timeout";
     case UpgradeEvent::kCmError: return "cm-error";
+    case UpgradeEvent::kNoResources: return "no-resources";
     case UpgradeEvent::kBoundReceived: return "bound-received";
     case UpgradeEvent::kSwitchSent: return "switch-sent";
     case UpgradeEvent::kSwitchReceived: return "switch-received";

@@ -48,7 +48,8 @@ enum class UpgradeEvent : uint8_t {
   kCmNoListener,
   kCmUnreachable,
   kCmTimeout,
-  kCmError,          // local rdma_cm failure (address, route, resources)
+  kCmError,          // local rdma_cm failure (address, route)
+  kNoResources,      // client: the answer came, but its send buffer could not be registered here
   kBoundReceived,    // client: the server's Bound arrived (its accept() returned the socket)
   kSwitchSent,       // our Switch is posted; writes now go to the channel
   kSwitchReceived,   // the peer's Switch arrived and parsed
