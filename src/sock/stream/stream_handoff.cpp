@@ -28,7 +28,9 @@ thread_local std::vector<std::pair<StreamSocket*, int>>* t_found = nullptr;
 
 void collect(int fd, const SocketRef& ref) {
   StreamSocket* stream = ref->stream.load(std::memory_order_acquire);
-  if (stream == nullptr) return;
+  // One on TCP for good has nothing to hand over and nothing a fork could
+  // copy half-changed (its calls go straight to the kernel).
+  if (stream == nullptr || stream->kernel_only()) return;
   for (const auto& entry : *t_found)
     if (entry.first == stream) return;  // dup'ed fds share it
   stream->retain();
