@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -245,6 +246,27 @@ int ct_pattern_ok(const unsigned char* buf, size_t len, unsigned seed, size_t of
   for (size_t i = 0; i < len; ++i)
     if (buf[i] != pattern_byte(seed, offset + i)) return 0;
   return 1;
+}
+
+int ct_recv_pattern_ok(int fd, size_t len, unsigned seed, size_t offset) {
+  unsigned char* buf = malloc(len);
+  if (buf == NULL) return 0;
+  size_t got = 0;
+  while (got < len) {
+    ssize_t n = recv(fd, buf + got, len - got, 0);
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  int ok = got == len && ct_pattern_ok(buf, len, seed, offset);
+  free(buf);
+  return ok;
+}
+
+void ct_expect_child_ok(pid_t pid, const char* what) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) CT_FAIL("waitpid: %s", ct_errname(errno));
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) CT_FAIL("%s: child status 0x%x", what, status);
+  ct_out("%s: child exited 0", what);
 }
 
 long ct_now_ms(void) {

@@ -95,6 +95,12 @@ void ct_usr1_reset(void);
 
 void ct_pattern(unsigned char* buf, size_t len, unsigned seed, size_t offset);
 int ct_pattern_ok(const unsigned char* buf, size_t len, unsigned seed, size_t offset);
+/* Receives exactly `len` bytes and checks them against the pattern: 1 if
+ * all came and match. Silent (usable in a child: its exit status tells). */
+int ct_recv_pattern_ok(int fd, size_t len, unsigned seed, size_t offset);
+/* Waits for the child `pid`; fails unless it exited 0, then prints
+ * "<what>: child exited 0". */
+void ct_expect_child_ok(pid_t pid, const char* what);
 
 /* Milliseconds on CLOCK_MONOTONIC. */
 long ct_now_ms(void);

@@ -12,13 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void expect_child_ok(pid_t pid, const char* what) {
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) CT_FAIL("waitpid: %s", ct_errname(errno));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) CT_FAIL("%s: child status 0x%x", what, status);
-  ct_out("%s: child exited 0", what);
-}
-
 static void echo(int fd, const char* msg, int peer) {
   size_t len = strlen(msg);
   ct_send_all(fd, msg, len);
@@ -61,7 +54,7 @@ static void plain_fork(int client, int server, int udp, const struct sockaddr_in
   ct_recv_all(server, buf, 3);
   int got_kid = memcmp(buf, "kid", 3) == 0;
   ct_send_all(server, "mom", 3);
-  expect_child_ok(pid, "forked child used tcp and udp");
+  ct_expect_child_ok(pid, "forked child used tcp and udp");
   CT_CHECK(got_kid, "parent got 'kid' from the forked child");
   ct_wait_readable(peer);
   CT_RC("parent recv the child's datagram", recv(peer, buf, sizeof buf, 0), 1);
@@ -73,13 +66,13 @@ static void child_close_vs_shutdown(int client, int server) {
   pid_t pid = fork();
   if (pid < 0) CT_FAIL("fork: %s", ct_errname(errno));
   if (pid == 0) _exit(close(client) == 0 ? 0 : 1);
-  expect_child_ok(pid, "child closed its copy");
+  ct_expect_child_ok(pid, "child closed its copy");
   ct_out("peer poll after the child's close: %s", ct_poll_str(ct_wait(server, POLLIN, 50)));
   echo(client, "alive", server);
   pid = fork();
   if (pid < 0) CT_FAIL("fork: %s", ct_errname(errno));
   if (pid == 0) _exit(shutdown(client, SHUT_WR) == 0 ? 0 : 1);
-  expect_child_ok(pid, "child shut down its copy");
+  ct_expect_child_ok(pid, "child shut down its copy");
   ct_wait_readable(server);
   char c;
   CT_RC("peer sees EOF after the child's shutdown", recv(server, &c, 1, 0), 0);
@@ -105,7 +98,7 @@ static void fork_and_exec(int client, int server, int udp, const struct sockaddr
   ct_recv_all(server, buf, 4);
   int got_exec = memcmp(buf, "exec", 4) == 0;
   ct_send_all(server, "ok", 2);
-  expect_child_ok(pid, "exec'd child");
+  ct_expect_child_ok(pid, "exec'd child");
   CT_CHECK(got_exec, "parent got 'exec' from the exec'd child");
   ct_wait_readable(peer);
   CT_RC("parent recv the exec'd child's datagram", recv(peer, buf, sizeof buf, 0), 5);

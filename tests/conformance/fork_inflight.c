@@ -13,34 +13,12 @@
 
 enum { kAhead = 48 * 1024, kReadBefore = 10 * 1024, kBack = 20 * 1024 };
 
-static void expect_child_ok(pid_t pid, const char* what) {
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) CT_FAIL("waitpid: %s", ct_errname(errno));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) CT_FAIL("%s: child status 0x%x", what, status);
-  ct_out("%s: child exited 0", what);
-}
-
 static void send_pattern(int fd, size_t len, unsigned seed, size_t offset) {
   unsigned char* buf = malloc(len);
   CT_ASSERT(buf != NULL);
   ct_pattern(buf, len, seed, offset);
   ct_send_all(fd, buf, len);
   free(buf);
-}
-
-/* Silent in a child: its exit status tells. */
-static int recv_pattern_ok(int fd, size_t len, unsigned seed, size_t offset) {
-  unsigned char* buf = malloc(len);
-  if (buf == NULL) return 0;
-  size_t got = 0;
-  while (got < len) {
-    ssize_t n = recv(fd, buf + got, len - got, 0);
-    if (n <= 0) break;
-    got += (size_t)n;
-  }
-  int ok = got == len && ct_pattern_ok(buf, len, seed, offset);
-  free(buf);
-  return ok;
 }
 
 static void ping(int a, int b) {
@@ -59,20 +37,20 @@ static void both_ends_here(void) {
   ct_sleep_ms(200);  /* over RDMA: the upgrade has settled */
   send_pattern(client, kAhead, 1, 0);
   send_pattern(server, kAhead, 2, 0);
-  CT_CHECK(recv_pattern_ok(server, kReadBefore, 1, 0), "server read the first part before the fork");
-  CT_CHECK(recv_pattern_ok(client, kReadBefore, 2, 0), "client read the first part before the fork");
+  CT_CHECK(ct_recv_pattern_ok(server, kReadBefore, 1, 0), "server read the first part before the fork");
+  CT_CHECK(ct_recv_pattern_ok(client, kReadBefore, 2, 0), "client read the first part before the fork");
   pid_t pid = fork();
   if (pid < 0) CT_FAIL("fork: %s", ct_errname(errno));
   if (pid == 0) {
-    if (!recv_pattern_ok(server, kAhead - kReadBefore, 1, kReadBefore)) _exit(2);
-    if (!recv_pattern_ok(client, kAhead - kReadBefore, 2, kReadBefore)) _exit(3);
+    if (!ct_recv_pattern_ok(server, kAhead - kReadBefore, 1, kReadBefore)) _exit(2);
+    if (!ct_recv_pattern_ok(client, kAhead - kReadBefore, 2, kReadBefore)) _exit(3);
     unsigned char buf[kBack];
     ct_pattern(buf, sizeof buf, 3, kAhead);
     if (send(client, buf, sizeof buf, 0) != (ssize_t)sizeof buf) _exit(4);
     _exit(0);
   }
-  expect_child_ok(pid, "child read the rest both ways");
-  CT_CHECK(recv_pattern_ok(server, kBack, 3, kAhead), "parent read what the child wrote after the parent's bytes");
+  ct_expect_child_ok(pid, "child read the rest both ways");
+  CT_CHECK(ct_recv_pattern_ok(server, kBack, 3, kAhead), "parent read what the child wrote after the parent's bytes");
   ping(client, server);
   ct_out("parent's sockets work after the child exited");
   close(client);
@@ -98,8 +76,8 @@ static void peer_elsewhere(void) {
     ct_pattern(buf, kAhead, 4, 0);
     if (send(fd, buf, kAhead, 0) != kAhead) _exit(4);
     if (read(go[0], &c, 1) != 1) _exit(5);  /* the parent has forked */
-    if (!recv_pattern_ok(fd, kAhead, 5, 0)) _exit(6);      /* written before the fork */
-    if (!recv_pattern_ok(fd, kBack, 6, kAhead)) _exit(7);  /* by the parent's child */
+    if (!ct_recv_pattern_ok(fd, kAhead, 5, 0)) _exit(6);      /* written before the fork */
+    if (!ct_recv_pattern_ok(fd, kBack, 6, kAhead)) _exit(7);  /* by the parent's child */
     if (send(fd, "bye", 3, 0) != 3) _exit(8);
     _exit(0);
   }
@@ -110,11 +88,11 @@ static void peer_elsewhere(void) {
   ct_recv_all(fd, &c, 1);
   ct_sleep_ms(200);
   send_pattern(fd, kAhead, 5, 0);
-  CT_CHECK(recv_pattern_ok(fd, kReadBefore, 4, 0), "read the first part before the fork");
+  CT_CHECK(ct_recv_pattern_ok(fd, kReadBefore, 4, 0), "read the first part before the fork");
   pid_t pid = fork();
   if (pid < 0) CT_FAIL("fork: %s", ct_errname(errno));
   if (pid == 0) {
-    if (!recv_pattern_ok(fd, kAhead - kReadBefore, 4, kReadBefore)) _exit(2);
+    if (!ct_recv_pattern_ok(fd, kAhead - kReadBefore, 4, kReadBefore)) _exit(2);
     unsigned char buf[kBack];
     ct_pattern(buf, sizeof buf, 6, kAhead);
     if (send(fd, buf, sizeof buf, 0) != (ssize_t)sizeof buf) _exit(3);
@@ -123,8 +101,8 @@ static void peer_elsewhere(void) {
     _exit(0);
   }
   CT_RC("tell the peer we forked", write(go[1], "g", 1), 1);
-  expect_child_ok(pid, "child read the rest and talked to the peer");
-  expect_child_ok(peer, "peer read everything in order");
+  ct_expect_child_ok(pid, "child read the rest and talked to the peer");
+  ct_expect_child_ok(peer, "peer read everything in order");
   close(go[1]);
   close(fd);
   close(listener);

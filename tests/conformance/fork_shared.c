@@ -18,13 +18,6 @@
 
 enum { kBlock = 64 * 1024, kBig = 256 * 1024 };
 
-static void expect_child_ok(pid_t pid, const char* what) {
-  int status = 0;
-  if (waitpid(pid, &status, 0) != pid) CT_FAIL("waitpid: %s", ct_errname(errno));
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) CT_FAIL("%s: status 0x%x", what, status);
-  ct_out("%s: exited 0", what);
-}
-
 static int send_pattern_ok(int fd, size_t len, unsigned seed, size_t offset) {
   unsigned char* buf = malloc(len);
   if (buf == NULL) return 0;
@@ -37,20 +30,6 @@ static int send_pattern_ok(int fd, size_t len, unsigned seed, size_t offset) {
   }
   free(buf);
   return done == len;
-}
-
-static int recv_pattern_ok(int fd, size_t len, unsigned seed, size_t offset) {
-  unsigned char* buf = malloc(len);
-  if (buf == NULL) return 0;
-  size_t got = 0;
-  while (got < len) {
-    ssize_t n = recv(fd, buf + got, len - got, 0);
-    if (n <= 0) break;
-    got += (size_t)n;
-  }
-  int ok = got == len && ct_pattern_ok(buf, len, seed, offset);
-  free(buf);
-  return ok;
 }
 
 static int at_eof(int fd) {
@@ -96,7 +75,7 @@ static pid_t start_peer(PeerScript script, int* server) {
 /* 1. The child exits without using the socket. */
 static int peer_untouched(int fd) {
   if (!send_pattern_ok(fd, kBig, 11, 0)) return 2;
-  if (!recv_pattern_ok(fd, kBig, 12, 0)) return 3;
+  if (!ct_recv_pattern_ok(fd, kBig, 12, 0)) return 3;
   return at_eof(fd) ? 0 : 4;
 }
 
@@ -106,17 +85,17 @@ static void child_never_uses(void) {
   pid_t child = fork();
   if (child < 0) CT_FAIL("fork: %s", ct_errname(errno));
   if (child == 0) _exit(0);
-  expect_child_ok(child, "untouched: child");
-  CT_CHECK(recv_pattern_ok(fd, kBig, 11, 0), "untouched: parent read the peer's 256 KiB after the fork");
+  ct_expect_child_ok(child, "untouched: child");
+  CT_CHECK(ct_recv_pattern_ok(fd, kBig, 11, 0), "untouched: parent read the peer's 256 KiB after the fork");
   CT_CHECK(send_pattern_ok(fd, kBig, 12, 0), "untouched: parent wrote 256 KiB after the fork");
   close(fd);
-  expect_child_ok(peer, "untouched: peer read them and the end");
+  ct_expect_child_ok(peer, "untouched: peer read them and the end");
 }
 
 /* 2. The parent closes its fd while the child lives. */
 static int peer_parent_closes(int fd) {
-  if (!recv_pattern_ok(fd, kBlock, 21, 0)) return 2;          /* the parent's */
-  if (!recv_pattern_ok(fd, kBlock / 4, 21, kBlock)) return 3;  /* the child's, after */
+  if (!ct_recv_pattern_ok(fd, kBlock, 21, 0)) return 2;          /* the parent's */
+  if (!ct_recv_pattern_ok(fd, kBlock / 4, 21, kBlock)) return 3;  /* the child's, after */
   if (!send_pattern_ok(fd, 8192, 22, 0)) return 4;
   return at_eof(fd) ? 0 : 5;
 }
@@ -133,7 +112,7 @@ static void parent_closes_first(void) {
     close(go[1]);
     wait_byte(go[0]);  /* the parent has closed its fd */
     if (!send_pattern_ok(fd, kBlock / 4, 21, kBlock)) _exit(2);
-    if (!recv_pattern_ok(fd, 8192, 22, 0)) _exit(3);
+    if (!ct_recv_pattern_ok(fd, 8192, 22, 0)) _exit(3);
     close(fd);
     _exit(0);
   }
@@ -141,14 +120,14 @@ static void parent_closes_first(void) {
   CT_OK("parent closes its fd", close(fd));
   post_byte(go[1]);
   close(go[1]);
-  expect_child_ok(child, "close: child wrote and read after the parent's close");
-  expect_child_ok(peer, "close: peer read both in order, then the end");
+  ct_expect_child_ok(child, "close: child wrote and read after the parent's close");
+  ct_expect_child_ok(peer, "close: peer read both in order, then the end");
 }
 
 /* 3. Parent, child, parent write in turn. */
 static int peer_in_turn(int fd) {
   for (unsigned i = 0; i < 3; ++i)
-    if (!recv_pattern_ok(fd, kBlock, 31, i * kBlock)) return 2 + (int)i;
+    if (!ct_recv_pattern_ok(fd, kBlock, 31, i * kBlock)) return 2 + (int)i;
   if (send(fd, "k", 1, 0) != 1) return 6;
   return at_eof(fd) ? 0 : 7;
 }
@@ -174,28 +153,28 @@ static void write_in_turn(void) {
   CT_CHECK(send_pattern_ok(fd, kBlock, 31, 2 * kBlock), "turns: parent wrote block 3 after the child's block 2");
   char c;
   CT_RC("turns: the peer's answer", recv(fd, &c, 1, MSG_WAITALL), 1);
-  expect_child_ok(child, "turns: child");
+  ct_expect_child_ok(child, "turns: child");
   close(fd);
   for (int i = 0; i < 2; ++i) {
     close(to_child[i]);
     close(to_parent[i]);
   }
-  expect_child_ok(peer, "turns: peer read blocks 1, 2, 3 in order");
+  ct_expect_child_ok(peer, "turns: peer read blocks 1, 2, 3 in order");
 }
 
 /* 4. A grandchild uses it first: the peer's bytes the parent had not read,
  * then its own write after the parent's. */
 static int peer_grandchild(int fd) {
   if (!send_pattern_ok(fd, kBlock, 41, 0)) return 2;
-  if (!recv_pattern_ok(fd, 4096, 42, 0)) return 3;     /* the parent's */
-  if (!recv_pattern_ok(fd, 4096, 42, 4096)) return 4;  /* the grandchild's */
+  if (!ct_recv_pattern_ok(fd, 4096, 42, 0)) return 3;     /* the parent's */
+  if (!ct_recv_pattern_ok(fd, 4096, 42, 4096)) return 4;  /* the grandchild's */
   return at_eof(fd) ? 0 : 5;
 }
 
 static void grandchild_first(void) {
   int fd;
   pid_t peer = start_peer(peer_grandchild, &fd);
-  CT_CHECK(recv_pattern_ok(fd, 1000, 41, 0), "grandchild: parent read the first 1000 bytes");
+  CT_CHECK(ct_recv_pattern_ok(fd, 1000, 41, 0), "grandchild: parent read the first 1000 bytes");
   CT_CHECK(send_pattern_ok(fd, 4096, 42, 0), "grandchild: parent wrote 4 KiB");
   pid_t child = fork();
   if (child < 0) CT_FAIL("fork: %s", ct_errname(errno));
@@ -203,7 +182,7 @@ static void grandchild_first(void) {
     pid_t grandchild = fork();
     if (grandchild < 0) _exit(2);
     if (grandchild == 0) {
-      if (!recv_pattern_ok(fd, kBlock - 1000, 41, 1000)) _exit(3);
+      if (!ct_recv_pattern_ok(fd, kBlock - 1000, 41, 1000)) _exit(3);
       if (!send_pattern_ok(fd, 4096, 42, 4096)) _exit(4);
       _exit(0);
     }
@@ -211,9 +190,9 @@ static void grandchild_first(void) {
     if (waitpid(grandchild, &status, 0) != grandchild || !WIFEXITED(status)) _exit(5);
     _exit(WEXITSTATUS(status));
   }
-  expect_child_ok(child, "grandchild: read the rest and wrote after the parent");
+  ct_expect_child_ok(child, "grandchild: read the rest and wrote after the parent");
   close(fd);
-  expect_child_ok(peer, "grandchild: peer read both in order");
+  ct_expect_child_ok(peer, "grandchild: peer read both in order");
 }
 
 int main(void) {
