@@ -29,6 +29,21 @@ bool exited(const Child& child) {
   return sys::real().poll(&pfd, 1, 0) == 1;
 }
 
+// Forgets the children that have exited (their pidfds closed). Under g_lock.
+void drop_exited() {
+  if (g_children == nullptr) return;
+  for (size_t i = 0; i < g_children->size();) {
+    Child& child = (*g_children)[i];
+    if (!exited(child)) {
+      ++i;
+      continue;
+    }
+    sys::real().close(child.pidfd);
+    (*g_children)[i] = g_children->back();
+    g_children->pop_back();
+  }
+}
+
 // The child has none of its parent's children. Its copy of the lock may
 // have been held by another thread of the parent: a fresh one is free.
 void forget_children_in_child() {
@@ -58,6 +73,9 @@ void note_fork_child(pid_t child, uint64_t sequence) {
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
   std::lock_guard<std::mutex> held(g_lock);
   if (g_children == nullptr) g_children = new std::vector<Child>();
+  // Also here, not only at a close: a process that forks every second
+  // (redis BGSAVE) would otherwise keep a pidfd per fork.
+  drop_exited();
   g_children->push_back(Child{pidfd, sequence});
 }
 
@@ -65,19 +83,10 @@ bool fork_child_may_hold(uint64_t since) {
   if (since == 0) return false;
   std::lock_guard<std::mutex> held(g_lock);
   if (g_children == nullptr) return false;
-  bool may = false;
-  for (size_t i = 0; i < g_children->size();) {
-    Child& child = (*g_children)[i];
-    if (exited(child)) {
-      sys::real().close(child.pidfd);
-      (*g_children)[i] = g_children->back();
-      g_children->pop_back();
-      continue;
-    }
-    if (child.sequence >= since) may = true;
-    ++i;
-  }
-  return may;
+  drop_exited();
+  for (const Child& child : *g_children)
+    if (child.sequence >= since) return true;
+  return false;
 }
 
 }  // namespace vsock::sock
