@@ -10,9 +10,15 @@ namespace vsock::rdma {
 namespace {
 
 // rdma_init_qp_attr for the state in attr.qp_state; logs and returns errno.
+// EINVAL: the connection's rdma_cm state is gone (seen on a worker of a
+// pre-fork server when the client's request had already been given up):
+// that upgrade falls back, nothing for the user to act on.
 int cm_attributes(const CmId& id, ibv_qp_attr* attr, int* mask, const char* state) {
-  if (rdma_init_qp_attr(id.get(), attr, mask) != 0) return report_error(errno, "rdma_init_qp_attr(%s)", state);
-  return 0;
+  if (rdma_init_qp_attr(id.get(), attr, mask) == 0) return 0;
+  const int error = errno;
+  if (error != EINVAL) return report_error(error, "rdma_init_qp_attr(%s)", state);
+  VSOCK_LOG(kInfo, "rdma: rdma_init_qp_attr(%s): EINVAL: the connection's rdma_cm request is gone", state);
+  return error;
 }
 
 }  // namespace
