@@ -330,6 +330,12 @@ class StreamSocket final : public ManagedSocket {
   void finish_peer_revert_locked();
   // Resets the kernel's TCP connection (RST to the peer, ECONNRESET here).
   void reset_tcp(int fd, const char* why);
+  // A server socket whose upgrade has not begun, of a listener that
+  // processes share: a handoff or fork puts it up for claim (§1.1).
+  bool goes_up_for_claim_locked() const;
+  // In a fork child: drops the parent's channel and rdma_cm objects
+  // without destroying them (abandon_in_child, park_in_child).
+  void forget_parent_objects();
   void become_kernel_only();
   void reset_connection(int error, const char* why);
   // Whether a TCP end of file may still be followed by the peer's Switch.

@@ -2,7 +2,6 @@
 // switched connection on RDMA; the child's copy is parked, and its first
 // use asks the parent (the owner) to hand the connection back to TCP.
 #include <cerrno>
-#include <new>
 
 #include "core/log.hpp"
 #include "sock/stream/owner_inbox.hpp"
@@ -15,9 +14,7 @@ bool StreamSocket::stays_across_fork_locked() const {
   if (kernel_only() || awaiting_claim_.load(std::memory_order_acquire) || parked() || closing_) return false;
   // A server socket whose upgrade has not begun goes up for claim instead:
   // whichever process uses it first upgrades it (revert_begin).
-  if (upgrade_.role() == UpgradeRole::kServer && upgrade_.phase() == UpgradePhase::kKernel && !channel_ &&
-      rendezvous_)
-    return false;
+  if (goes_up_for_claim_locked()) return false;
   // An upgrade under way goes on here as if nothing happened: the child's
   // first use hands back whatever state it reached by then.
   const UpgradePhase phase = upgrade_.phase();
@@ -27,10 +24,7 @@ bool StreamSocket::stays_across_fork_locked() const {
 }
 
 void StreamSocket::park_in_child(pid_t owner) {
-  // As abandon_in_child(): the parent's objects are leaked, never used.
-  (void)channel_.release();
-  new (&connection_) rdma::CmConnection();
-  new (&connector_) rdma::CmConnector();
+  forget_parent_objects();
   owner_pid_ = owner;
   kept_since_fork_.store(0, std::memory_order_relaxed);  // this process's own forks count anew
   parked_.store(true, std::memory_order_release);

@@ -28,8 +28,7 @@ bool StreamSocket::revert_begin(int fd) {
   // (a server socket still waiting for its request goes up for claim too;
   // the engine answers no request for a socket that awaits its claim).
   if (awaiting_claim_.load(std::memory_order_acquire)) return false;
-  if (upgrade_.role() == UpgradeRole::kServer && upgrade_.phase() == UpgradePhase::kKernel && !channel_ &&
-      rendezvous_) {
+  if (goes_up_for_claim_locked()) {
     awaiting_claim_.store(true, std::memory_order_release);
     VSOCK_LOG(kDebug, "fd %d: handed over before its upgrade began: the process that uses it claims it", fd);
     return false;
@@ -137,13 +136,22 @@ void StreamSocket::revert_finish(int fd, int64_t deadline_ms) {
   become_kernel_only();
 }
 
-void StreamSocket::abandon_in_child() {
-  if (awaiting_claim_.load(std::memory_order_acquire)) return;  // nothing of the parent's to forget
+bool StreamSocket::goes_up_for_claim_locked() const {
+  return upgrade_.role() == UpgradeRole::kServer && upgrade_.phase() == UpgradePhase::kKernel && !channel_ &&
+         rendezvous_;
+}
+
+void StreamSocket::forget_parent_objects() {
   // Leaked on purpose: destroying them would act on the parent's queue
   // pair, rings and rdma_cm id through the inherited verbs and cm fds.
   (void)channel_.release();
   new (&connection_) rdma::CmConnection();
   new (&connector_) rdma::CmConnector();
+}
+
+void StreamSocket::abandon_in_child() {
+  if (awaiting_claim_.load(std::memory_order_acquire)) return;  // nothing of the parent's to forget
+  forget_parent_objects();
   kernel_only_.store(true, std::memory_order_release);
 }
 
