@@ -159,6 +159,9 @@ struct vsock_stats {
   uint64_t fallback_no_resources;
   uint64_t registered_bytes;      /* memory registered with the device now */
   uint64_t registered_bytes_peak; /* the most registered at once */
+  /* connections handed back to TCP at their close here because a fork
+   * child that shares them may live (docs/protocol.md section 5.2) */
+  uint64_t close_handbacks;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

@@ -82,7 +82,8 @@ namespace vsock::core {
   X(fork_handbacks)            \
   X(fallback_no_resources)     \
   X(registered_bytes)          \
-  X(registered_bytes_peak)
+  X(registered_bytes_peak)     \
+  X(close_handbacks)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

@@ -203,6 +203,7 @@ wire::OwnerAnswer hand_back_for_child(uint64_t nonce) {
 
 void hand_back_before_close(StreamSocket* stream) {
   if (stream->kernel_only() || stream->parked()) return;
+  core::stat_add(core::Stat::close_handbacks);
   stream->retain();
   std::vector<std::pair<StreamSocket*, int>> one{{stream, -1}};
   hand_back(one);
