@@ -203,7 +203,10 @@ wire::OwnerAnswer hand_back_for_child(uint64_t nonce) {
 
 void hand_back_before_close(StreamSocket* stream) {
   if (stream->kernel_only() || stream->parked()) return;
-  core::stat_add(core::Stat::close_handbacks);
+  {
+    std::unique_lock<std::mutex> held = stream->lock();
+    stream->mark_handback_at_close_locked();
+  }
   stream->retain();
   std::vector<std::pair<StreamSocket*, int>> one{{stream, -1}};
   hand_back(one);

@@ -257,6 +257,9 @@ class StreamSocket final : public ManagedSocket {
   void leave_parked_locked(int fd);
   // A dup of this socket's fd (checked by inode), or -1. Under lock().
   int dup_own_fd() const;
+  // The handoff that follows is the owner's close (hand_back_before_close):
+  // its Revert, if one is sent, counts as close_handbacks too. Under lock().
+  void mark_handback_at_close_locked() { handback_at_close_ = true; }
   // The engine: a peer's Revert left bytes to write on TCP.
   bool resend_pending() const { return !resend_.empty(); }
 
@@ -390,6 +393,7 @@ class StreamSocket final : public ManagedSocket {
   int fd_hint_ = -1;
   // Going back to TCP (§5).
   bool revert_posted_ = false;   // our Revert is on the queue pair
+  bool handback_at_close_ = false;  // mark_handback_at_close_locked()
   bool peer_reverted_ = false;   // the peer's Revert was taken
   bool resend_shut_wr_ = false;  // shutdown(SHUT_WR) waits for resend_
   std::vector<uint8_t> resend_;  // bytes to write on TCP before any other

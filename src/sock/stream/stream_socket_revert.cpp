@@ -81,6 +81,7 @@ bool StreamSocket::revert_begin(int fd) {
   if (!writer_.reverted()) writer_.revert();
   revert_posted_ = true;
   core::stat_add(core::Stat::reverts_sent);
+  if (handback_at_close_) core::stat_add(core::Stat::close_handbacks);
   VSOCK_LOG(kDebug, "fd %d: handed to another process: Revert (ring bytes written %llu, consumed %llu)", fd,
             static_cast<unsigned long long>(message.ring_written),
             static_cast<unsigned long long>(message.ring_consumed));
