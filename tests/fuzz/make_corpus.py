@@ -74,6 +74,16 @@ def revert(nonce, ring_written, ring_consumed):
     return b"VSKR" + bytes([1, 0, 0, 0]) + struct.pack(">QQQ", nonce, ring_written, ring_consumed)
 
 
+def ring_grow(address, rkey, capacity, version=1, reserved=bytes(3)):
+    return b"VSKG" + bytes([version]) + reserved + ring(address, rkey, capacity)
+
+
+def ring_moved(accepted, position, flags=None, reserved=bytes(2)):
+    if flags is None:
+        flags = 1 if accepted else 0
+    return b"VSKM" + bytes([1, flags]) + reserved + struct.pack(">Q", position)
+
+
 def owner(nonce):
     return b"VSKO" + bytes([1, 0, 0, 0]) + struct.pack(">Q", nonce)
 
@@ -201,6 +211,23 @@ SEEDS = {
         "nothing_in_rings": revert(5, 0, 0),
         "padded_recv": revert(7, 1 << 20, 12345) + bytes(32),
         "bound_magic": b"VSKB" + revert(1, 2, 3)[4:],
+    },
+    "fuzz_ring_resize": {
+        "grow": ring_grow(0x7F0012340000, 0xDEADBEEF, 1 << 20),
+        "grow_largest_ring": ring_grow(0x7F0000000000, 1, 1 << 31),
+        "grow_top_of_address_space": ring_grow((1 << 64) - 1 - 4096, 2, 4096),
+        "grow_padded_recv": ring_grow(0x20000, 7, 8192) + bytes(40),
+        "grow_not_power_of_two": ring_grow(0x10000, 4, 3000),
+        "grow_reserved_set": ring_grow(0x10000, 4, 4096, reserved=bytes([0, 1, 0])),
+        "moved": ring_moved(True, 0x100000002),
+        "moved_at_zero": ring_moved(True, 0),
+        "moved_at_wrap": ring_moved(True, (1 << 64) - 1),
+        "moved_padded_recv": ring_moved(True, 65536) + bytes(48),
+        "refused": ring_moved(False, 0),
+        "refused_with_position": ring_moved(False, 12345),
+        "moved_unknown_flag": ring_moved(True, 5, flags=0x03),
+        "revert_magic": b"VSKR" + ring_moved(True, 1)[4:],
+        "magic_only": b"VSKG",
     },
     "fuzz_owner_request": {
         "request": owner(0x1122334455667788),

@@ -28,6 +28,12 @@ inline constexpr uint32_t kResolveMagic = 0x56534B55;
 // "VSKO": a fork() child asks the owner of a connection's RDMA path to
 // hand it back to TCP (local Unix socket, docs/protocol.md section 5.2).
 inline constexpr uint32_t kOwnerMagic = 0x56534B4F;
+// "VSKG": RingGrow, the receiver of a direction offers the writer a larger
+// ring (docs/protocol.md section 3.1).
+inline constexpr uint32_t kRingGrowMagic = 0x56534B47;
+// "VSKM": RingMoved, the writer's answer: from which stream position on it
+// writes into the new ring, or that it stays on the old one.
+inline constexpr uint32_t kRingMovedMagic = 0x56534B4D;
 // The only version this code speaks. A peer of another version is refused
 // (and stays on TCP) rather than half-understood.
 inline constexpr uint8_t kProtocolVersion = 1;
