@@ -159,9 +159,12 @@ struct vsock_stats {
   uint64_t fallback_no_resources;
   uint64_t registered_bytes;      /* memory registered with the device now */
   uint64_t registered_bytes_peak; /* the most registered at once */
-  /* connections handed back to TCP at their close here because a fork
-   * child that shares them may live (docs/protocol.md section 5.2) */
+  /* Reverts sent at a connection's close here because a fork child that
+   * shares it may live (docs/protocol.md section 5.2) */
   uint64_t close_handbacks;
+  /* receive rings that grew with their connection's traffic (the peer
+   * moved to the larger ring: docs/protocol.md section 3.1) */
+  uint64_t ring_grows;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

@@ -21,6 +21,7 @@ std::string setting_text(const Settings& s, std::string_view name) {
   if (name == "spin_us") return std::to_string(s.spin_us);
   if (name == "inline_size") return std::to_string(s.inline_size);
   if (name == "ring_size") return std::to_string(s.ring_size);
+  if (name == "ring_initial_size") return std::to_string(s.ring_initial_size);
   if (name == "sq_depth") return std::to_string(s.sq_depth);
   if (name == "rq_depth") return std::to_string(s.rq_depth);
   if (name == "signal_every") return std::to_string(s.signal_every);

@@ -61,7 +61,7 @@ const char* const kSettingNames[] = {
     "profile",  "log_level", "log_file",     "stats",        "stats_shm",    "device",       "tcp",
     "udp",      "spin_us",   "inline_size",  "ring_size",    "sq_depth",     "rq_depth",
     "signal_every", "autocork", "nagle", "cq_mod_count", "cq_mod_us", "upgrade_timeout_ms", "peer_fail_cache_s",
-    "udp_receive_buffers", "udp_progress_us", "udp_mcast_offload", "spin_adapt", "memory_budget_mib",
+    "udp_receive_buffers", "udp_progress_us", "udp_mcast_offload", "spin_adapt", "memory_budget_mib", "ring_initial_size",
 };
 const int kSettingCount = sizeof kSettingNames / sizeof kSettingNames[0];
 
@@ -117,6 +117,16 @@ bool apply_setting(Settings* s, std::string_view name, std::string_view value, s
       return false;
     }
     s->ring_size = v;
+    return true;
+  }
+  if (name == "ring_initial_size") {
+    uint32_t v;
+    if (!parse_u32(value, 4u << 10, 1u << 30, &v, why)) return false;
+    if (!is_power_of_two(v)) {
+      *why = "must be a power of two";
+      return false;
+    }
+    s->ring_initial_size = v;
     return true;
   }
   if (name == "sq_depth") return parse_u32(value, 16, 16384, &s->sq_depth, why);

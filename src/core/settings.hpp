@@ -29,7 +29,10 @@ struct Settings {
   // Profile-dependent bundle (profiles.cpp sets these together).
   uint32_t spin_us = 50;               // busy-poll budget before sleeping
   uint32_t inline_size = 128;          // sends up to this size go inline
-  uint32_t ring_size = 2u << 20;       // per-connection receive ring, bytes
+  uint32_t ring_size = 2u << 20;       // per-connection receive ring, bytes, at most
+  // What a connection's receive ring starts at; it grows (x4) up to
+  // ring_size while its traffic fills it (docs/protocol.md §3.1).
+  uint32_t ring_initial_size = 16u << 10;
   uint32_t sq_depth = 256;             // send queue work requests
   uint32_t rq_depth = 256;             // receive queue work requests
   uint32_t signal_every = 16;          // request a completion every N sends

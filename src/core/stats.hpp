@@ -83,7 +83,8 @@ namespace vsock::core {
   X(fallback_no_resources)     \
   X(registered_bytes)          \
   X(registered_bytes_peak)     \
-  X(close_handbacks)
+  X(close_handbacks)           \
+  X(ring_grows)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

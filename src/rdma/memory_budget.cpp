@@ -48,6 +48,19 @@ void BudgetReservation::grow(uint64_t bytes) {
   bytes_ += bytes;
 }
 
+bool BudgetReservation::try_grow(uint64_t bytes, uint64_t budget) {
+  core::Result<BudgetReservation> more = take(bytes, budget);
+  if (!more) return false;
+  bytes_ += std::exchange(more.value().bytes_, 0);
+  return true;
+}
+
+void BudgetReservation::shrink(uint64_t bytes) {
+  if (bytes > bytes_) bytes = bytes_;
+  g_reserved.fetch_sub(bytes, std::memory_order_relaxed);
+  bytes_ -= bytes;
+}
+
 void BudgetReservation::give_back() {
   if (bytes_ != 0) g_reserved.fetch_sub(bytes_, std::memory_order_relaxed);
   bytes_ = 0;

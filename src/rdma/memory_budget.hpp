@@ -34,6 +34,11 @@ class BudgetReservation {
   // Grows by `bytes` whatever the budget (what turned out to be needed
   // once the peer said how large its ring is).
   void grow(uint64_t bytes);
+  // Grows by `bytes` if the budget allows it (a ring that grows with its
+  // traffic): false, and nothing changes, otherwise.
+  bool try_grow(uint64_t bytes, uint64_t budget);
+  // Gives `bytes` (at most bytes()) back early: a ring that was replaced.
+  void shrink(uint64_t bytes);
   uint64_t bytes() const { return bytes_; }
 
  private:

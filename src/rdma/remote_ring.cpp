@@ -16,6 +16,17 @@ core::Result<RemoteRing> RemoteRing::create(const RingDescriptor& peer) {
   return R::ok(ring);
 }
 
+core::Result<RemoteRing> RemoteRing::moved_to(const RingDescriptor& bigger) const {
+  using R = core::Result<RemoteRing>;
+  if (bigger.capacity <= index_.capacity()) return R::fail(EPROTO);
+  core::Result<RemoteRing> ring = create(bigger);
+  if (!ring) return ring;
+  core::Result<RingIndex> index = index_.resized(bigger.capacity);
+  if (!index) return R::fail(EPROTO);
+  ring.value().index_ = index.value();
+  return ring;
+}
+
 core::Result<RemoteWrite> RemoteRing::plan(uint64_t length) const {
   core::Result<RingSpans> spans = index_.writable(length);
   if (!spans) return core::Result<RemoteWrite>::fail(spans.error());

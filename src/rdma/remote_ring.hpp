@@ -38,6 +38,10 @@ class RemoteRing {
   // capacity is a power of two within RingIndex::kMaxCapacity and the ring
   // does not wrap the address space.
   static core::Result<RemoteRing> create(const RingDescriptor& peer);
+  // The peer's larger ring (docs/protocol.md §3.1), validated as create()
+  // does, with this ring's head and tail: every byte from the tail on goes
+  // there. EPROTO if it is invalid or not larger.
+  core::Result<RemoteRing> moved_to(const RingDescriptor& bigger) const;
 
   RemoteRing() = default;
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
@@ -37,6 +38,24 @@ Status ReceiveRing::on_peer_write(uint64_t length) {
   Status accepted = index_.produce(length);
   if (!accepted) return Status::fail(EPROTO);
   return accepted;
+}
+
+Status ReceiveRing::take_unread_from(const ReceiveRing& old) {
+  core::Result<RingIndex> index = old.index_.resized(index_.capacity());
+  if (!index) return Status::fail(index.error());
+  // Position by position: the two rings wrap at different places.
+  const RingIndex& from = old.index_;
+  const RingIndex& to = index.value();
+  for (uint64_t position = from.head(); position != from.tail();) {
+    const uint64_t in = from.offset_of(position);
+    const uint64_t out = to.offset_of(position);
+    const uint64_t piece =
+        std::min({from.tail() - position, from.capacity() - in, to.capacity() - out});
+    std::memcpy(memory_.data() + out, old.memory_.data() + in, piece);
+    position += piece;
+  }
+  index_ = index.value();
+  return ok_status();
 }
 
 size_t ReceiveRing::read(void* out, size_t max) {

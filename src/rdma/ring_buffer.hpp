@@ -48,6 +48,10 @@ class ReceiveRing {
   // Copies up to `max` bytes from the head into `out` and consumes them.
   // Returns how many were copied (0 when the ring is empty).
   size_t read(void* out, size_t max);
+  // This (new, larger) ring takes over from `old`, whose writer has moved
+  // here (docs/protocol.md §3.1): the same head and tail, and old's unread
+  // bytes copied to their positions here. ERANGE if they do not fit.
+  Status take_unread_from(const ReceiveRing& old);
 
  private:
   MemoryRegion memory_;

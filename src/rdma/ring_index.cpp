@@ -22,6 +22,14 @@ RingSpans RingIndex::spans_at(uint64_t position, uint64_t length) const {
   return spans;
 }
 
+core::Result<RingIndex> RingIndex::resized(uint64_t capacity) const {
+  core::Result<RingIndex> bigger = create(capacity, head_);
+  if (!bigger) return bigger;
+  if (used() > capacity) return core::Result<RingIndex>::fail(ERANGE);
+  bigger.value().tail_ = tail_;
+  return bigger;
+}
+
 core::Result<RingSpans> RingIndex::writable(uint64_t length) const {
   if (length > capacity_) return core::Result<RingSpans>::fail(EMSGSIZE);
   if (length > space()) return core::Result<RingSpans>::fail(EAGAIN);

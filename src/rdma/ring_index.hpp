@@ -37,6 +37,10 @@ class RingIndex {
   // `capacity` must be a power of two in [1, kMaxCapacity] (else EINVAL).
   // `start` is the initial head = tail; both sides of a ring may agree on any.
   static core::Result<RingIndex> create(uint64_t capacity, uint64_t start = 0);
+  // The same head and tail over another capacity (a ring that grew: every
+  // position keeps its meaning, its offset follows the new capacity).
+  // EINVAL for a bad capacity, ERANGE if the bytes in use do not fit.
+  core::Result<RingIndex> resized(uint64_t capacity) const;
 
   RingIndex() = default;  // capacity 0: every request fails
 

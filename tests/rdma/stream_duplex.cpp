@@ -11,7 +11,11 @@
 // Three passes: "plain" (default-like queues, no autocork) with the full
 // size; "cork" (autocork, 8-deep send queue, no inline) and "sparse"
 // (8-deep send queue signalled less often than it is deep) with an eighth
-// of it, to run the held-back-data and full-queue paths.
+// of it, to run the held-back-data and full-queue paths. Two more start
+// with a 4 KiB ring that grows (x4) up to its ring_size while the stream
+// runs, both sides at once (docs/protocol.md §3.1): "grow" as plain,
+// "grow-cork" as cork (its RingGrow and RingMoved go from their slots, not
+// inline); each side's ring must have grown and each writer moved.
 //
 // Usage: rdma_stream_duplex [MIB_EACH_WAY]  (default 64)
 #include <cerrno>
@@ -163,6 +167,14 @@ int run_pass(int fd, const rdma::Device& device, int role, const Pass& pass) {
             (unsigned long long)mine.received_checksum, (unsigned long long)theirs.sent_checksum);
     return 1;
   }
+  const sock::StreamCounters& counters = channel.counters();
+  if (pass.config.ring_initial != 0 &&
+      (counters.ring_grows == 0 || counters.peer_ring_moves == 0 || channel.ring_capacity() != pass.config.ring_size)) {
+    fprintf(stderr, "%s: %s: the rings did not grow to %llu: ours grew %llu times (now %llu), we moved %llu times\n",
+            kProgram, pass.name, (unsigned long long)pass.config.ring_size, (unsigned long long)counters.ring_grows,
+            (unsigned long long)channel.ring_capacity(), (unsigned long long)counters.peer_ring_moves);
+    return 1;
+  }
   if (pass.bytes_each_way >= 64 * channel.peer_ring_capacity() && channel.counters().ring_end_splits == 0) {
     // With random sizes over 64 ring-fulls, some write must have crossed
     // the ring's end; if none did, the test did not test what it says.
@@ -206,7 +218,18 @@ int run(int fd, int role, uint64_t mib) {
   sparse.signal_every = 64;
   sparse.inline_size = 0;
 
-  const Pass passes[] = {{"plain", plain, mib << 20}, {"cork", cork, (mib << 20) / 8}, {"sparse", sparse, (mib << 20) / 8}};
+  sock::StreamConfig grow = plain;
+  grow.ring_initial = 4 << 10;
+  grow.ring_size = 1 << 20;
+  sock::StreamConfig grow_cork = cork;
+  grow_cork.ring_initial = 4 << 10;
+  grow_cork.ring_size = 256 << 10;
+
+  const Pass passes[] = {{"plain", plain, mib << 20},
+                         {"cork", cork, (mib << 20) / 8},
+                         {"sparse", sparse, (mib << 20) / 8},
+                         {"grow", grow, (mib << 20) / 4},
+                         {"grow-cork", grow_cork, (mib << 20) / 8}};
   for (const Pass& pass : passes)
     if (int rc = run_pass(fd, device.value(), role, pass); rc != 0) return rc;
   if (role == 0) printf("%s: OK\n", kProgram);

@@ -222,14 +222,17 @@ void print_counters(const char* program, const char* label, const sock::StreamCh
   const sock::StreamCounters& c = channel.counters();
   printf("%s: %s: wrote %llu read %llu; data WRs %llu (inline %llu, split at ring end %llu), signalled %llu, "
          "post calls %llu; credits sent %llu received %llu; recv posts %llu; completions %llu; write EAGAIN %llu, "
-         "SQ full %llu, corked %llu, probes %llu; messages sent %llu received %llu\n",
+         "SQ full %llu, corked %llu, probes %llu; messages sent %llu received %llu; ring grew %llu (refused %llu) to "
+         "%llu, moved to the peer's %llu times\n",
          program, label, (unsigned long long)c.bytes_written, (unsigned long long)c.bytes_read,
          (unsigned long long)c.data_wrs, (unsigned long long)c.inline_wrs, (unsigned long long)c.ring_end_splits,
          (unsigned long long)c.signaled_wrs, (unsigned long long)c.post_calls, (unsigned long long)c.credits_sent,
          (unsigned long long)c.credits_received, (unsigned long long)c.recv_posts,
          (unsigned long long)c.completions, (unsigned long long)c.write_eagain, (unsigned long long)c.sq_full,
          (unsigned long long)c.corked, (unsigned long long)c.probes, (unsigned long long)c.messages_sent,
-         (unsigned long long)c.messages_received);
+         (unsigned long long)c.messages_received, (unsigned long long)c.ring_grows,
+         (unsigned long long)c.ring_grows_refused, (unsigned long long)channel.ring_capacity(),
+         (unsigned long long)c.peer_ring_moves);
 }
 
 }  // namespace vsock::test

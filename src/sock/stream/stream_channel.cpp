@@ -1,4 +1,5 @@
 #include "sock/stream/stream_channel.hpp"
+#include "sock/stream/stream_post_batch.hpp"
 
 #include <atomic>
 #include <cerrno>
@@ -11,6 +12,9 @@
 #include "sock/stream/stream_immediate.hpp"
 #include "sock/stream/stream_iov.hpp"
 #include "sock/stream/stream_segment.hpp"
+#include "sock/wire/byte_order.hpp"
+#include "sock/wire/protocol.hpp"
+#include "sock/wire/ring_resize.hpp"
 
 namespace vsock::sock {
 namespace {
@@ -30,6 +34,10 @@ constexpr int kPollBatch = 32;
 constexpr int kMaxPollRounds = 4;
 constexpr uint32_t kRecvPostMax = 64;  // receives linked into one ibv_post_recv
 constexpr uint32_t kCqSlack = 16;
+// What a channel's receive ring starts at.
+uint64_t initial_ring(const StreamConfig& config) {
+  return config.ring_initial != 0 && config.ring_initial < config.ring_size ? config.ring_initial : config.ring_size;
+}
 
 core::Result<rdma::RcQueuePair> create_queue_pair(const rdma::Device& device, const rdma::ProtectionDomain& pd,
                                                   const rdma::CompletionQueue& cq, const StreamConfig& config) {
@@ -55,41 +63,6 @@ core::Result<rdma::RcQueuePair> create_queue_pair(const rdma::Device& device, co
 }
 
 }  // namespace
-
-// Work requests queued during one pump and posted with one ibv_post_send.
-class StreamChannel::PostBatch {
- public:
-  static constexpr int kMax = 16;
-  explicit PostBatch(StreamChannel& channel) : channel_(channel) {}
-
-  // A zeroed work request for `sequence`, with its scatter entry attached.
-  ibv_send_wr& add(uint64_t sequence, bool signaled) {
-    if (count_ == kMax) post();
-    ibv_send_wr& wr = wrs_[count_];
-    wr = ibv_send_wr{};
-    sges_[count_] = ibv_sge{};
-    wr.wr_id = sequence;
-    wr.sg_list = &sges_[count_];
-    wr.send_flags = signaled ? IBV_SEND_SIGNALED : 0;
-    ++count_;
-    if (signaled) ++channel_.counters_.signaled_wrs;
-    return wr;
-  }
-
-  void post() {
-    if (count_ == 0) return;
-    for (int i = 0; i < count_; ++i) wrs_[i].next = i + 1 < count_ ? &wrs_[i + 1] : nullptr;
-    count_ = 0;
-    ++channel_.counters_.post_calls;
-    if (!channel_.qp_.post_send(&wrs_[0])) channel_.fail(ECONNRESET, "ibv_post_send failed");
-  }
-
- private:
-  StreamChannel& channel_;
-  ibv_send_wr wrs_[kMax];
-  ibv_sge sges_[kMax];
-  int count_ = 0;
-};
 
 // The profile's completion moderation, where the device has it. Without it
 // (rxe, siw) the channel works the same, only with an event per completion
@@ -119,8 +92,8 @@ core::Result<StreamChannel> StreamChannel::create(const rdma::Device& device, co
   // Reserved before anything is registered: the ring, the message slots
   // and a send buffer as large as our own ring (start() adds the rest if
   // the peer's ring is larger).
-  const uint64_t messages_bytes = rdma::page_rounded((uint64_t{config.rq_depth} + 1) * kControlMessageMax);
-  const uint64_t ring_bytes = rdma::page_rounded(config.ring_size);
+  const uint64_t messages_bytes = rdma::page_rounded((uint64_t{config.rq_depth} + kSendSlots) * kControlMessageMax);
+  const uint64_t ring_bytes = rdma::page_rounded(initial_ring(config));
   auto reservation = rdma::BudgetReservation::take(2 * ring_bytes + messages_bytes, config.memory_budget);
   if (!reservation) return R::fail(reservation.error());
   StreamChannel channel;
@@ -133,13 +106,13 @@ core::Result<StreamChannel> StreamChannel::create(const rdma::Device& device, co
   if (!cq) return R::fail(cq.error());
   channel.cq_ = std::move(cq.value());
   apply_moderation(device, channel.cq_, config);
-  auto ring = rdma::ReceiveRing::create(channel.pd_, config.ring_size);
+  auto ring = rdma::ReceiveRing::create(channel.pd_, initial_ring(config));
   if (!ring) return R::fail(ring.error());
   channel.ring_ = std::move(ring.value());
-  // One slot per receive, one to send from. The device writes the receive
-  // slots (a SEND's payload), nobody else: local write only.
+  // One slot per receive, the ones to send from. The device writes the
+  // receive slots (a SEND's payload), nobody else: local write only.
   auto messages = rdma::MemoryRegion::allocate(
-      channel.pd_, (size_t{config.rq_depth} + 1) * kControlMessageMax, IBV_ACCESS_LOCAL_WRITE);
+      channel.pd_, (size_t{config.rq_depth} + kSendSlots) * kControlMessageMax, IBV_ACCESS_LOCAL_WRITE);
   if (!messages) return R::fail(messages.error());
   channel.message_buffer_ = std::move(messages.value());
   auto qp = create_queue_pair(device, channel.pd_, channel.cq_, config);
@@ -184,7 +157,7 @@ Status StreamChannel::start(const rdma::RingDescriptor& peer_ring) {
   // Local read access only: the device reads it for RDMA WRITE, nobody else
   // touches it.
   const uint64_t mirror_bytes = rdma::page_rounded(peer_ring.capacity);
-  const uint64_t reserved_mirror = rdma::page_rounded(config_.ring_size);
+  const uint64_t reserved_mirror = rdma::page_rounded(initial_ring(config_));
   if (mirror_bytes > reserved_mirror) reservation_.grow(mirror_bytes - reserved_mirror);
   core::Result<rdma::MemoryRegion> buffer = rdma::MemoryRegion::allocate(pd_, peer_ring.capacity, 0);
   if (!buffer) return Status::fail(buffer.error());
@@ -409,6 +382,7 @@ void StreamChannel::pump_sends(bool force_flush) {
   if (!started_ || error_ != 0 || sending_stopped_) return;
   PostBatch batch(*this);
   queue_credit(batch);
+  queue_ring_messages(batch);
   queue_data(batch, force_flush || fin_pending_);
   queue_fin(batch);
   queue_closed(batch);
@@ -696,6 +670,7 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
         return violation("DATA beyond the credit the writer had");
       credit_.on_peer_wrote(ring_.available());
       ++counters_.data_received;
+      maybe_offer_growth();
       return;
     case ImmediateType::kCredit:
       if (wc.byte_len != 0) return violation("CREDIT with a payload");
@@ -723,6 +698,10 @@ void StreamChannel::receive_message(const uint8_t* slot, uint32_t length) {
   // A longer SEND cannot complete (it overflows the slot: a local length
   // error); checked anyway, the copy must not trust the device either.
   if (length == 0 || length > kControlMessageMax) return violation("a message of a bad length");
+  if (wire::is_ring_resize_message(slot, length)) {
+    if (wire::load_be32(slot) == wire::kRingGrowMagic) return on_ring_grow(slot, length);
+    return on_ring_moved(slot, length);
+  }
   // A direction sends at most two messages (Bound or Switch, then a
   // Revert), so a third one while those have not been taken is the
   // peer's fault.
@@ -758,6 +737,7 @@ void StreamChannel::handle_completion(const ibv_wc& wc) {
     return;
   }
   if (probe_outstanding_ && sequence >= probe_sequence_) probe_outstanding_ = false;
+  if (retired_mirror_.valid() && sq_.completed() > retired_mirror_sequence_) release_retired_mirror();
   if (reset_outstanding_ && sequence >= reset_sequence_) {
     reset_outstanding_ = false;
     qp_.to_error();

@@ -34,6 +34,14 @@
 // them) and the queue pair goes to the error state, so the peer can write
 // nothing more.
 //
+// The receive ring starts at config.ring_initial and grows (x4, up to
+// ring_size) while the peer's writes fill it past half: this side
+// registers the larger ring and offers it (RingGrow); the writer copies
+// what is not yet credited into a larger send buffer and answers, in order
+// after the DATA it had posted, from which position on it writes there
+// (RingMoved); this side then copies its unread bytes over and drops the
+// old ring (docs/protocol.md §3.1). Idle connections stay small.
+//
 // Nothing here blocks or sleeps: write() and read() return EAGAIN, and the
 // caller waits with wait_until() (stream_wait.hpp) or its own poll loop on
 // completion_fd(). Not thread-safe: the socket layer serialises calls.
@@ -81,6 +89,9 @@ struct StreamCounters {
   uint64_t probes = 0;            // liveness probes posted
   uint64_t messages_sent = 0;      // SENDs posted by send_message()
   uint64_t messages_received = 0;  // SENDs taken into the inbox
+  uint64_t ring_grows = 0;         // our receive ring grew (the peer moved to the larger one)
+  uint64_t ring_grows_refused = 0; // a growth the budget, the device or the peer refused
+  uint64_t peer_ring_moves = 0;    // we moved to the peer's larger ring
 };
 
 class StreamChannel {
@@ -243,6 +254,7 @@ class StreamChannel {
   const StreamConfig& config() const { return config_; }
   const StreamCounters& counters() const { return counters_; }
   uint64_t peer_ring_capacity() const { return remote_.capacity(); }
+  uint64_t ring_capacity() const { return ring_.capacity(); }  // ours, as it has grown
   const SendQueueTracker& send_queue() const { return sq_; }
   uint64_t peer_in_flight() const { return remote_.in_flight(); }  // written, not yet credited
   // Bytes posted into the peer's ring in all (the ring's tail), and bytes
@@ -276,12 +288,35 @@ class StreamChannel {
 
  private:
   class PostBatch;
+  // The message slots past rq_depth: the socket's send_message(), then the
+  // channel's own RingGrow and RingMoved (§3.1). One of each is in flight
+  // at most: a second RingGrow follows the peer's RingMoved, which it sent
+  // after taking ours (so ours had left its slot), and the same the other
+  // way round.
+  static constexpr uint32_t kGrowSlot = 1;
+  static constexpr uint32_t kMovedSlot = 2;
+  static constexpr uint32_t kSendSlots = 3;
+  // A ring that fills past 1/kGrowFill of itself grows kGrowFactor times.
+  static constexpr uint64_t kGrowFill = 2;
+  static constexpr uint64_t kGrowFactor = 4;
 
   void fail(int error, const char* why, bool resumable = true);
   void violation(const char* why);
   void handle_completion(const ibv_wc& wc);
   void handle_receive(const ibv_wc& wc, const uint8_t* slot);
   void receive_message(const uint8_t* slot, uint32_t length);
+  // Ring growth (§3.1). The receiver's side:
+  void maybe_offer_growth();
+  void on_ring_moved(const uint8_t* slot, uint32_t length);
+  // The writer's side:
+  void on_ring_grow(const uint8_t* slot, uint32_t length);
+  void answer_ring_grow(PostBatch& batch);
+  bool move_to_offered_ring(PostBatch& batch);
+  // Posts RingGrow and RingMoved as they fall due.
+  void queue_ring_messages(PostBatch& batch);
+  // A SEND of the channel's own (RingGrow, RingMoved) from its slot.
+  uint64_t add_own_message(PostBatch& batch, uint32_t slot, const uint8_t* data, size_t length);
+  void release_retired_mirror();
   // Posts, in this order and as room allows: credit, held data, FIN.
   void pump_sends(bool force_flush);
   ibv_send_wr& add_send(PostBatch& batch, bool force_signal);
@@ -303,8 +338,14 @@ class StreamChannel {
   rdma::CompletionQueue cq_;
   rdma::ReceiveRing ring_;
   rdma::MemoryRegion send_buffer_;  // mirrors the peer's ring; local access only
+  // Ring growth (§3.1): the larger ring offered to the peer, until it
+  // answers; the send buffer that mirrored the peer's smaller ring, until
+  // the RingMoved posted after its last DATA has completed.
+  rdma::ReceiveRing offered_ring_;
+  rdma::MemoryRegion retired_mirror_;
   // rq_depth receive slots, then the send slot (index rq_depth) of a
-  // message too large for inline; local write only.
+  // message too large for inline, then the slots of RingGrow and
+  // RingMoved (kGrowSlot, kMovedSlot past rq_depth); local write only.
   rdma::MemoryRegion message_buffer_;
   rdma::RcQueuePair qp_;
 
@@ -330,6 +371,15 @@ class StreamChannel {
   uint64_t messages_posted_ = 0;
   uint64_t last_message_sequence_ = 0;
   bool sending_stopped_ = false;
+  // Ring growth, the receiver's side: offered_ring_ is made, RingGrow is
+  // posted, no more growth (refused once, by the budget or the peer).
+  bool grow_offered_ = false;
+  bool grow_sent_ = false;
+  bool grow_refused_ = false;
+  // The writer's side: the peer's RingGrow waits for its answer.
+  bool peer_offer_pending_ = false;
+  rdma::RingDescriptor peer_offer_{};
+  uint64_t retired_mirror_sequence_ = 0;  // retired_mirror_ goes once this completed
   uint64_t message_sequence_ = 0;  // the last message sent through the send slot
   bool message_slot_used_ = false;
   int idle_ms_ = 0;  // slept without a completion since the last one

@@ -5,6 +5,7 @@ namespace vsock::sock {
 StreamConfig StreamConfig::from_settings(const core::Settings& settings) {
   StreamConfig config;
   config.ring_size = settings.ring_size;
+  config.ring_initial = settings.ring_initial_size < settings.ring_size ? settings.ring_initial_size : 0;
   config.sq_depth = settings.sq_depth;
   config.rq_depth = settings.rq_depth;
   config.inline_size = settings.inline_size;

@@ -12,6 +12,9 @@ struct StreamConfig {
   // This side's receive ring (what the peer may have in flight): a power of
   // two, a whole number of pages.
   uint64_t ring_size = 2u << 20;
+  // What the ring starts at (0: ring_size). While the peer's writes fill it
+  // past half, it grows x4 up to ring_size (docs/protocol.md §3.1).
+  uint64_t ring_initial = 0;
   uint32_t sq_depth = 256;     // send queue work requests
   uint32_t rq_depth = 256;     // zero-length receives kept posted for immediates
   uint32_t inline_size = 128;  // writes up to this size go inline (capped by the device)

@@ -7,6 +7,11 @@ namespace vsock::sock {
 CreditReturn::CreditReturn(uint64_t ring_capacity)
     : capacity_(ring_capacity), threshold_(ring_capacity / 4 > 0 ? ring_capacity / 4 : 1) {}
 
+void CreditReturn::grow_to(uint64_t ring_capacity) {
+  capacity_ = ring_capacity;
+  threshold_ = ring_capacity / 4 > 0 ? ring_capacity / 4 : 1;
+}
+
 uint64_t CreditReturn::due() const {
   if (unreported_ == 0) return 0;
   if (unreported_ < threshold_ && !writer_may_be_stalled_) return 0;

@@ -22,6 +22,9 @@ class CreditReturn {
  public:
   CreditReturn() = default;
   explicit CreditReturn(uint64_t ring_capacity);
+  // The ring grew (docs/protocol.md §3.1): the writer's credit is the new
+  // capacity less what it has in flight; what is unreported stays so.
+  void grow_to(uint64_t ring_capacity);
 
   // Whether the peer may write `length` more bytes while `ring_used` are in
   // the ring: at most the credit it could have, the ring minus what is in
