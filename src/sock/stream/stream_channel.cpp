@@ -670,7 +670,6 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
         return violation("DATA beyond the credit the writer had");
       credit_.on_peer_wrote(ring_.available());
       ++counters_.data_received;
-      maybe_offer_growth();
       return;
     case ImmediateType::kCredit:
       if (wc.byte_len != 0) return violation("CREDIT with a payload");
@@ -765,6 +764,9 @@ core::Result<int> StreamChannel::progress() {
     idle_since_ms_ = 0;
   }
   replenish_receives();
+  // After the completions, not at each DATA: DATA may fill the ring before
+  // start(), and the writer then sends nothing more until it has room.
+  maybe_offer_growth();
   pump_sends(false);
   return R::ok(taken);
 }

@@ -255,6 +255,11 @@ class StreamChannel {
   const StreamCounters& counters() const { return counters_; }
   uint64_t peer_ring_capacity() const { return remote_.capacity(); }
   uint64_t ring_capacity() const { return ring_.capacity(); }  // ours, as it has grown
+  // Our ring is below ring_size and may still grow: not refused, the
+  // stream neither failed nor ended.
+  bool ring_may_grow() const {
+    return ring_.capacity() < config_.ring_size && !grow_refused_ && error_ == 0 && !peer_fin_ && !sending_stopped_;
+  }
   const SendQueueTracker& send_queue() const { return sq_; }
   uint64_t peer_in_flight() const { return remote_.in_flight(); }  // written, not yet credited
   // Bytes posted into the peer's ring in all (the ring's tail), and bytes

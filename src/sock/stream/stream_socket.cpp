@@ -311,6 +311,10 @@ bool StreamSocket::holds_data_locked() const {
   return channel_ && !kernel_only() && channel_->started() && channel_->held_bytes() > 0;
 }
 
+bool StreamSocket::ring_may_grow_locked() const {
+  return channel_ && !kernel_only() && channel_->started() && channel_->ring_may_grow();
+}
+
 void StreamSocket::progress_locked() {
   if (!channel_ || kernel_only()) return;
   channel_->progress();

@@ -77,6 +77,10 @@ class StreamSocket final : public ManagedSocket {
   // side-band thread posts it once the completion it waits for has come, as
   // the kernel sends what Nagle held when the ACK arrives. Lock held.
   bool holds_data_locked() const;
+  // The receive ring may still grow (docs/protocol.md §3.1): the side-band
+  // thread takes the peer's writes now and then, so that the ring grows
+  // while the application does not read. Lock held.
+  bool ring_may_grow_locked() const;
 
   // --- the entry points' calls (fd: the caller's fd for this socket) ----
   // send/sendmsg/write/writev. MSG_NOSIGNAL, MSG_DONTWAIT honoured; EPIPE

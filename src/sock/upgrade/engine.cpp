@@ -119,6 +119,9 @@ void Engine::check_timers() {
       // busy elsewhere go out once the completion they wait for is in and
       // the coalescing window has passed.
       if (stream->holds_data_locked()) stream->progress_locked();
+      // The peer's writes may fill a small ring while the application
+      // reads nothing: the ring grows without it (kRingGrowPollMs).
+      if (stream->ring_may_grow_locked()) stream->progress_locked();
       UpgradePhase phase = stream->upgrade().phase();
       if (tracked_[i].deadline_ms != 0 && now >= tracked_[i].deadline_ms && phase != UpgradePhase::kSwitched &&
           phase != UpgradePhase::kFailed && !stream->kernel_only()) {
@@ -187,6 +190,7 @@ int Engine::next_timeout_ms() {
     std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
     if (switch_in_progress(tracked.stream)) soonest = std::min<int64_t>(soonest, now + kSwitchPollMs);
     if (tracked.stream->holds_data_locked()) soonest = std::min<int64_t>(soonest, now + kHeldDataPollMs);
+    if (tracked.stream->ring_may_grow_locked()) soonest = std::min<int64_t>(soonest, now + kRingGrowPollMs);
     if (tracked.stream->awaiting_first_write()) soonest = std::min<int64_t>(soonest, now + kFirstWritePollMs);
     if (tracked.stream->connector().outcome() == rdma::CmOutcome::kPending &&
         tracked.stream->upgrade().phase() == UpgradePhase::kConnecting && !tracked.stream->awaiting_first_write())

@@ -83,6 +83,11 @@ constexpr int64_t kClaimWindowMs = 50;
 // autocork) the application has not flushed: the kernel sends what Nagle
 // held when the ACK comes; this is the bound on the extra delay here.
 constexpr int kHeldDataPollMs = 2;
+// How often it looks at connections whose receive ring may still grow
+// (docs/protocol.md §3.1): a peer's writes that fill the ring while the
+// application reads nothing (it waits for the writer to exit, as a
+// kernel socket's buffers allow) get a larger ring without its call.
+constexpr int kRingGrowPollMs = 50;
 // How often a client asked for its first bytes (Reject kAfterData) looks
 // whether the application wrote them.
 constexpr int kFirstWritePollMs = 2;
