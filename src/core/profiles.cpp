@@ -34,10 +34,13 @@ struct Bundle {
 // often, never cork. throughput: sleep almost at once, big rings, deep
 // queues, coalesce, moderate interrupts. default: in between, and small
 // writes coalesce as the kernel's Nagle does (unless TCP_NODELAY).
+// Queue depths are 2^k - 1: a provider whose queues keep one slot empty
+// (rxe, siw) makes a queue of 2^k + 1 slots into one of 2^(k+1), twice the
+// memory, for every connection (docs/performance.md).
 constexpr Bundle kBundles[] = {
-    /* default    */ {50, 128, 2u << 20, 256, 256, 16, false, true, 0, 0},
-    /* latency    */ {2000, 256, 1u << 20, 128, 128, 8, false, false, 0, 0},
-    /* throughput */ {10, 64, 8u << 20, 1024, 1024, 64, true, true, 16, 32},
+    /* default    */ {50, 128, 2u << 20, 255, 255, 16, false, true, 0, 0},
+    /* latency    */ {2000, 256, 1u << 20, 127, 127, 8, false, false, 0, 0},
+    /* throughput */ {10, 64, 8u << 20, 1023, 1023, 64, true, true, 16, 32},
 };
 static_assert(static_cast<int>(Profile::kDefault) == 0 && static_cast<int>(Profile::kLatency) == 1 &&
               static_cast<int>(Profile::kThroughput) == 2, "kBundles is indexed by Profile");

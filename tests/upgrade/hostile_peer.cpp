@@ -21,7 +21,7 @@
 // oob-before, bad-rkey, credit-excess, credit-zero, credit-payload, type3,
 // control-zero, control-unknown, closed-first, data-after-fin, second-fin,
 // send-extra, send-long, flood-send, flood-zero, flood-credit, no-credit,
-// write-after-fin.
+// write-after-fin, grow-smaller, moved-unasked (the ring growth of §3.1).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -562,6 +562,22 @@ int main(int argc, char** argv) {
     uint8_t bogus[16] = {'V', 'S', 'K', 'S', 1};
     put64(bogus + 8, p.nonce);
     post(p, IBV_WR_SEND, 0, 0, bogus, sizeof bogus, false, 0);  // a second, short Switch
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "grow-smaller") {
+    cmd("read grow-smaller");
+    // A RingGrow whose ring is not larger than the one the server writes
+    // into (ours): the server, as writer, must refuse it as a violation.
+    uint8_t grow[24] = {'V', 'S', 'K', 'G', 1};
+    put64(grow + 8, p.peer_addr);
+    put32(grow + 16, p.peer_rkey);
+    put32(grow + 20, 4096);
+    post(p, IBV_WR_SEND, 0, 0, grow, sizeof grow, false, 0);
+    report(p, mode.c_str(), 2000);
+  } else if (mode == "moved-unasked") {
+    cmd("read moved-unasked");
+    // A RingMoved (accepted, position 0) that no RingGrow asked for.
+    uint8_t moved[16] = {'V', 'S', 'K', 'M', 1, 1};
+    post(p, IBV_WR_SEND, 0, 0, moved, sizeof moved, false, 0);
     report(p, mode.c_str(), 2000);
   } else if (mode == "send-long") {
     cmd("read send-long");

@@ -20,7 +20,7 @@ addr=$(ut_address)
 
 # Violations: the connection is reset at once (server: end=ECONNRESET).
 reset_modes="data-length data-zero overflow credit-excess credit-zero credit-payload type3 control-zero
-  control-unknown closed-first send-long flood-zero oob-end oob-before bad-rkey"
+  control-unknown closed-first send-long flood-zero oob-end oob-before bad-rkey grow-smaller moved-unasked"
 # A message (SEND) that fails its parser after the Switch: the upgrade's
 # protocol error, reset with EPROTO (docs/architecture.md, UpgradeState);
 # or, when a flood's messages fill the inbox before the application takes

@@ -33,7 +33,11 @@ constexpr int kPollBatch = 32;
 // the rest waits for the next call.
 constexpr int kMaxPollRounds = 4;
 constexpr uint32_t kRecvPostMax = 64;  // receives linked into one ibv_post_recv
-constexpr uint32_t kCqSlack = 16;
+// One completion per posted send and receive at most, so sq + rq is enough;
+// one more keeps a CQ of the profiles' 2^k - 1 depths at 2^(k+1) - 1
+// entries, which a provider that keeps one slot empty (rxe) does not round
+// up to twice that.
+constexpr uint32_t kCqSlack = 1;
 // What a channel's receive ring starts at.
 uint64_t initial_ring(const StreamConfig& config) {
   return config.ring_initial != 0 && config.ring_initial < config.ring_size ? config.ring_initial : config.ring_size;
