@@ -29,13 +29,17 @@
 # the echoes that came back right afterwards.
 #
 # Environment:
-#   VSOCK_LIMITS_ROWS   rows "COLUMN:RING:BUDGET_MIB[:MEMLOCK_KIB]" (default
-#                       "kernel libvsock:65536:0 libvsock:65536:256"): COLUMN
-#                       kernel or libvsock (BUILD_DIR's), RING VSOCK_RING_SIZE
-#                       of both ends, BUDGET_MIB VSOCK_MEMORY_BUDGET_MIB of
-#                       both ends (0: none), MEMLOCK_KIB an `ulimit -l` for
-#                       both (default the script's: unlimited), without
-#                       CAP_IPC_LOCK (which exempts root from it)
+#   VSOCK_LIMITS_ROWS   rows "COLUMN:RING:BUDGET_MIB[:MEMLOCK_KIB[:DEPTH]]"
+#                       (default "kernel libvsock:2097152:0
+#                       libvsock:2097152:256"): COLUMN kernel or libvsock
+#                       (BUILD_DIR's), RING VSOCK_RING_SIZE of both ends (the
+#                       most a ring grows to: each starts at
+#                       ring_initial_size, 16 KiB), BUDGET_MIB
+#                       VSOCK_MEMORY_BUDGET_MIB of both ends (0: none),
+#                       MEMLOCK_KIB an `ulimit -l` for both (- or empty: the
+#                       script's, unlimited), without CAP_IPC_LOCK (which
+#                       exempts root from it), DEPTH VSOCK_SQ_DEPTH and
+#                       VSOCK_RQ_DEPTH of both (empty: the profile's)
 #   VSOCK_LIMITS_CONNS  N (default 10000)
 #   VSOCK_LIMITS_OPEN_SECONDS  bound of the opening phase per row (default 240)
 #   VSOCK_LIMITS_MIN_AVAIL_MIB stop opening below this MemAvailable (default 256)
@@ -55,7 +59,7 @@ prog=$build_dir/bench/vsock_fork_cost
 libvsock=$build_dir/lib/libvsock.so
 [ -x "$prog" ] && [ -f "$libvsock" ] || { echo "connection_limits.sh: $prog or $libvsock missing: build first" >&2; exit 1; }
 addr=${VSOCK_BENCH_ADDR:-${RXE_VM_IPADDR:-127.0.0.1}}
-read -r -a rows <<<"${VSOCK_LIMITS_ROWS:-kernel libvsock:65536:0 libvsock:65536:256}"
+read -r -a rows <<<"${VSOCK_LIMITS_ROWS:-kernel libvsock:2097152:0 libvsock:2097152:256}"
 conns=${VSOCK_LIMITS_CONNS:-10000}
 open_s=${VSOCK_LIMITS_OPEN_SECONDS:-240}
 min_avail=${VSOCK_LIMITS_MIN_AVAIL_MIB:-256}
@@ -88,12 +92,12 @@ launch='[ "$0" = - ] && exec "$@"; ulimit -l "$0" || exit 1
   [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && exec setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock "$@"
   exec "$@"'
 
-# row_env COLUMN RING BUDGET WHO -> env assignments; WHO names the log.
+# row_env COLUMN RING BUDGET WHO [DEPTH] -> env assignments; WHO names the log.
 row_env() {
   case "$1" in
     kernel) echo "LD_PRELOAD=" ;;
     *) echo "LD_PRELOAD=$libvsock VSOCK_STATS=1 VSOCK_LOG_FILE=$work/$4.log VSOCK_UPGRADE_TIMEOUT_MS=$upgrade_ms" \
-      "VSOCK_RING_SIZE=$2 VSOCK_MEMORY_BUDGET_MIB=$3" ;;
+      "VSOCK_RING_SIZE=$2 VSOCK_MEMORY_BUDGET_MIB=$3" ${5:+VSOCK_SQ_DEPTH=$5 VSOCK_RQ_DEPTH=$5} ;;
   esac
 }
 
@@ -123,11 +127,12 @@ echo "connection_limits.sh: guest $(uname -r), $(nproc) vCPUs, MemTotal $(awk '/
   "ulimit -n $(ulimit -n), ulimit -l $(ulimit -l), addr $addr, N $conns, open bound $open_s s" >&2
 table=$work/table.md notes=$work/notes.txt
 for row in "${rows[@]}"; do
-  IFS=: read -r column ring budget memlock <<<"$row"
-  ring=${ring:-65536} budget=${budget:-0} memlock=${memlock:--}  # -: the script's own
+  IFS=: read -r column ring budget memlock depth <<<"$row"
+  ring=${ring:-2097152} budget=${budget:-0} memlock=${memlock:--} depth=${depth:-}  # -: the script's own
   label="$column"
   [ "$column" != kernel ] && label="$column, ring $((ring / 1024)) KiB, budget $([ "$budget" = 0 ] && echo none || echo "$budget MiB")"
   [ "$memlock" != - ] && label="$label, ulimit -l $memlock KiB"
+  [ -n "$depth" ] && label="$label, queue depth $depth"
   : >"$work/server.log"
   : >"$work/client.log"
   dmesg_before=$(dmesg 2>/dev/null | wc -l)
@@ -135,7 +140,7 @@ for row in "${rows[@]}"; do
   # No timeout(1) around the server: server_pid must be the server's own
   # (bash execs env, env execs it), for --peer-pid; stop_server ends it.
   if ! bench_start_server "$work/server.out" bash -c "$launch" "$memlock" \
-    env $(row_env "$column" "$ring" "$budget" server) "$prog" server --addr "$addr" --port 0 --cpu 0; then
+    env $(row_env "$column" "$ring" "$budget" server "$depth") "$prog" server --addr "$addr" --port 0 --cpu 0; then
     echo "| $label | server did not start | | | | | | | | | |" >>"$table"
     stop_server
     continue
@@ -143,7 +148,7 @@ for row in "${rows[@]}"; do
   rss0=$(awk '/VmRSS/ { print $2 }' "/proc/$server_pid/status" 2>/dev/null)
   # shellcheck disable=SC2046
   out=$(timeout -k 5 $((client_s + 20)) bash -c "$launch" "$memlock" \
-    env $(row_env "$column" "$ring" "$budget" client) "$prog" client --addr "$addr" --port "$server_port" \
+    env $(row_env "$column" "$ring" "$budget" client "$depth") "$prog" client --addr "$addr" --port "$server_port" \
     --conns "$conns" --forks 0 --cpu 1 --seconds "$client_s" --open-seconds "$open_s" --min-avail-mib "$min_avail" \
     --peer-pid "$server_pid" 2>>"$work/errors")
   stop_server

@@ -55,6 +55,18 @@ bool parse_mode(std::string_view text, OffloadMode* out, std::string* why) {
 
 bool is_power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
+// A ring's bytes: a power of two from `min` to 1 GiB.
+bool parse_ring_bytes(std::string_view value, uint32_t min, uint32_t* out, std::string* why) {
+  uint32_t v;
+  if (!parse_u32(value, min, 1u << 30, &v, why)) return false;
+  if (!is_power_of_two(v)) {
+    *why = "must be a power of two";
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
 }  // namespace
 
 const char* const kSettingNames[] = {
@@ -109,26 +121,8 @@ bool apply_setting(Settings* s, std::string_view name, std::string_view value, s
   if (name == "udp") return parse_mode(value, &s->udp, why);
   if (name == "spin_us") return parse_u32(value, 0, 10'000'000, &s->spin_us, why);
   if (name == "inline_size") return parse_u32(value, 0, 1024, &s->inline_size, why);
-  if (name == "ring_size") {
-    uint32_t v;
-    if (!parse_u32(value, 64u << 10, 1u << 30, &v, why)) return false;
-    if (!is_power_of_two(v)) {
-      *why = "must be a power of two";
-      return false;
-    }
-    s->ring_size = v;
-    return true;
-  }
-  if (name == "ring_initial_size") {
-    uint32_t v;
-    if (!parse_u32(value, 4u << 10, 1u << 30, &v, why)) return false;
-    if (!is_power_of_two(v)) {
-      *why = "must be a power of two";
-      return false;
-    }
-    s->ring_initial_size = v;
-    return true;
-  }
+  if (name == "ring_size") return parse_ring_bytes(value, 64u << 10, &s->ring_size, why);
+  if (name == "ring_initial_size") return parse_ring_bytes(value, 4u << 10, &s->ring_initial_size, why);
   if (name == "sq_depth") return parse_u32(value, 16, 16384, &s->sq_depth, why);
   if (name == "rq_depth") return parse_u32(value, 16, 16384, &s->rq_depth, why);
   if (name == "signal_every") return parse_u32(value, 1, 1024, &s->signal_every, why);
