@@ -740,7 +740,7 @@ void StreamChannel::handle_completion(const ibv_wc& wc) {
     return;
   }
   if (probe_outstanding_ && sequence >= probe_sequence_) probe_outstanding_ = false;
-  if (retired_mirror_.valid() && sq_.completed() > retired_mirror_sequence_) release_retired_mirror();
+  if (!retired_mirrors_.empty()) release_retired_mirrors();
   if (reset_outstanding_ && sequence >= reset_sequence_) {
     reset_outstanding_ = false;
     qp_.to_error();

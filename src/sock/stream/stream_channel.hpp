@@ -321,7 +321,8 @@ class StreamChannel {
   void queue_ring_messages(PostBatch& batch);
   // A SEND of the channel's own (RingGrow, RingMoved) from its slot.
   uint64_t add_own_message(PostBatch& batch, uint32_t slot, const uint8_t* data, size_t length);
-  void release_retired_mirror();
+  // Deregisters the retired send buffers whose RingMoved has completed.
+  void release_retired_mirrors();
   // Posts, in this order and as room allows: credit, held data, FIN.
   void pump_sends(bool force_flush);
   ibv_send_wr& add_send(PostBatch& batch, bool force_signal);
@@ -344,10 +345,15 @@ class StreamChannel {
   rdma::ReceiveRing ring_;
   rdma::MemoryRegion send_buffer_;  // mirrors the peer's ring; local access only
   // Ring growth (§3.1): the larger ring offered to the peer, until it
-  // answers; the send buffer that mirrored the peer's smaller ring, until
-  // the RingMoved posted after its last DATA has completed.
+  // answers; the send buffers that mirrored the peer's smaller rings, each
+  // until the RingMoved posted after its last DATA has completed (a
+  // retransmission may read it until then).
+  struct RetiredMirror {
+    rdma::MemoryRegion memory;
+    uint64_t moved_sequence = 0;
+  };
   rdma::ReceiveRing offered_ring_;
-  rdma::MemoryRegion retired_mirror_;
+  std::vector<RetiredMirror> retired_mirrors_;
   // rq_depth receive slots, then the send slot (index rq_depth) of a
   // message too large for inline, then the slots of RingGrow and
   // RingMoved (kGrowSlot, kMovedSlot past rq_depth); local write only.
@@ -384,7 +390,6 @@ class StreamChannel {
   // The writer's side: the peer's RingGrow waits for its answer.
   bool peer_offer_pending_ = false;
   rdma::RingDescriptor peer_offer_{};
-  uint64_t retired_mirror_sequence_ = 0;  // retired_mirror_ goes once this completed
   uint64_t message_sequence_ = 0;  // the last message sent through the send slot
   bool message_slot_used_ = false;
   int idle_ms_ = 0;  // slept without a completion since the last one

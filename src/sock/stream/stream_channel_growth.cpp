@@ -140,12 +140,9 @@ bool StreamChannel::move_to_offered_ring(PostBatch& batch) {
   uint8_t encoded[wire::kRingMovedMessageSize];
   wire::encode(message, encoded);
   const uint64_t sequence = add_own_message(batch, kMovedSlot, encoded, sizeof encoded);
-  // The DATA posted before RingMoved reads the old buffer until it is sent:
-  // it goes once RingMoved has completed. (A retired buffer still here is
-  // done with: the peer answered its RingMoved with this RingGrow.)
-  release_retired_mirror();
-  retired_mirror_ = std::move(send_buffer_);
-  retired_mirror_sequence_ = sequence;
+  // The DATA posted before RingMoved reads the old buffer until it is sent
+  // and acknowledged: it goes once RingMoved has completed.
+  retired_mirrors_.push_back(RetiredMirror{std::move(send_buffer_), sequence});
   send_buffer_ = std::move(buffer.value());
   remote_ = moved.value();
   peer_ring_ = peer_offer_;
@@ -155,11 +152,12 @@ bool StreamChannel::move_to_offered_ring(PostBatch& batch) {
   return true;
 }
 
-void StreamChannel::release_retired_mirror() {
-  if (!retired_mirror_.valid()) return;
-  const uint64_t bytes = rdma::page_rounded(retired_mirror_.size());
-  retired_mirror_ = rdma::MemoryRegion();
-  reservation_.shrink(bytes);
+void StreamChannel::release_retired_mirrors() {
+  // Oldest first; completions come in order.
+  while (!retired_mirrors_.empty() && sq_.completed() > retired_mirrors_.front().moved_sequence) {
+    reservation_.shrink(rdma::page_rounded(retired_mirrors_.front().memory.size()));
+    retired_mirrors_.erase(retired_mirrors_.begin());
+  }
 }
 
 // ------------------------------------------------------------- posting --
