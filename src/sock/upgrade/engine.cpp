@@ -71,8 +71,14 @@ void Engine::dispatch(const rdma::CmEvent& event) {
   VSOCK_LOG(kDebug, "rdma_cm event %s for no one", rdma::cm_event_name(event.type));
 }
 
+int64_t Engine::ring_grow_interval_ms() const {
+  return kRingGrowPollMs * static_cast<int64_t>(1 + tracked_.size() / kRingGrowPollPer);
+}
+
 void Engine::check_timers() {
   const int64_t now = core::monotonic_ms();
+  const bool ring_grow_look = now - ring_grow_look_ms_ >= ring_grow_interval_ms();
+  if (ring_grow_look) ring_grow_look_ms_ = now;
   retry_adoptions();
   datagrams_.check_deadlines();
   close_lingering(0);
@@ -121,7 +127,7 @@ void Engine::check_timers() {
       if (stream->holds_data_locked()) stream->progress_locked();
       // The peer's writes may fill a small ring while the application
       // reads nothing: the ring grows without it (kRingGrowPollMs).
-      if (stream->ring_may_grow_locked()) stream->progress_locked();
+      if (ring_grow_look && stream->ring_may_grow_locked()) stream->progress_locked();
       UpgradePhase phase = stream->upgrade().phase();
       if (tracked_[i].deadline_ms != 0 && now >= tracked_[i].deadline_ms && phase != UpgradePhase::kSwitched &&
           phase != UpgradePhase::kFailed && !stream->kernel_only()) {
@@ -190,7 +196,8 @@ int Engine::next_timeout_ms() {
     std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
     if (switch_in_progress(tracked.stream)) soonest = std::min<int64_t>(soonest, now + kSwitchPollMs);
     if (tracked.stream->holds_data_locked()) soonest = std::min<int64_t>(soonest, now + kHeldDataPollMs);
-    if (tracked.stream->ring_may_grow_locked()) soonest = std::min<int64_t>(soonest, now + kRingGrowPollMs);
+    if (tracked.stream->ring_may_grow_locked())
+      soonest = std::min<int64_t>(soonest, ring_grow_look_ms_ + ring_grow_interval_ms());
     if (tracked.stream->awaiting_first_write()) soonest = std::min<int64_t>(soonest, now + kFirstWritePollMs);
     if (tracked.stream->connector().outcome() == rdma::CmOutcome::kPending &&
         tracked.stream->upgrade().phase() == UpgradePhase::kConnecting && !tracked.stream->awaiting_first_write())
