@@ -227,5 +227,34 @@ TEST(RemoteRing, CreditBeyondWhatIsInFlightIsAProtocolError) {
   EXPECT_EQ(ring.plan(2048).error(), EMSGSIZE);
 }
 
+TEST(RingIndex, ResizedKeepsPositionsAndMovesOffsets) {
+  RingIndex small = RingIndex::create(1024, 5000).value();
+  ASSERT_TRUE(small.produce(1000).has_value());
+  ASSERT_TRUE(small.consume(200).has_value());  // head 5200, tail 6000
+  RingIndex bigger = small.resized(4096).value();
+  EXPECT_EQ(bigger.head(), 5200u);
+  EXPECT_EQ(bigger.tail(), 6000u);
+  EXPECT_EQ(bigger.capacity(), 4096u);
+  EXPECT_EQ(bigger.space(), 4096u - 800);
+  EXPECT_EQ(bigger.offset_of(6000), 6000u % 4096);
+  EXPECT_EQ(small.resized(512).error(), ERANGE);  // 800 in use do not fit
+  EXPECT_EQ(small.resized(3000).error(), EINVAL);
+}
+
+TEST(RemoteRing, MovedToALargerRingKeepsWhatIsInFlight) {
+  RemoteRing ring = RemoteRing::create({0x10000, 1, 4096}).value();
+  ASSERT_TRUE(ring.commit(4000).has_value());
+  ASSERT_TRUE(ring.on_credit(1000).has_value());  // head 1000, tail 4000
+  RemoteRing moved = ring.moved_to({0x40000, 9, 16384}).value();
+  EXPECT_EQ(moved.rkey(), 9u);
+  EXPECT_EQ(moved.in_flight(), 3000u);
+  EXPECT_EQ(moved.space(), 16384u - 3000);
+  RemoteWrite next = moved.plan(100).value();  // position 4000 of the new ring
+  EXPECT_EQ(next.first.address, 0x40000u + 4000);
+  EXPECT_EQ(ring.moved_to({0x40000, 9, 4096}).error(), EPROTO);  // not larger
+  EXPECT_EQ(ring.moved_to({0x40000, 9, 1024}).error(), EPROTO);
+  EXPECT_EQ(ring.moved_to({UINT64_MAX - 100, 9, 16384}).error(), EPROTO);
+}
+
 }  // namespace
 }  // namespace vsock::rdma

@@ -1,5 +1,4 @@
 #include "sock/stream/stream_channel.hpp"
-#include "sock/stream/stream_post_batch.hpp"
 
 #include <atomic>
 #include <cerrno>
@@ -11,6 +10,7 @@
 #include "core/stats.hpp"
 #include "sock/stream/stream_immediate.hpp"
 #include "sock/stream/stream_iov.hpp"
+#include "sock/stream/stream_post_batch.hpp"
 #include "sock/stream/stream_segment.hpp"
 #include "sock/wire/byte_order.hpp"
 #include "sock/wire/protocol.hpp"
