@@ -12,9 +12,11 @@ static const short kAll = POLLIN | POLLOUT | POLLRDHUP;
 
 static void show_poll(const char* what, int fd) { ct_out("poll %s: %s", what, ct_poll_str(ct_wait(fd, kAll, 0))); }
 
-/* Waits until the revents of fd contain `bit`. */
+/* Waits until the revents of fd contain `bit`: at once on the kernel; over
+ * the library a pair made just before may still be upgrading (under TCG
+ * that can take seconds), and its FIN or reset shows once it settles. */
 static void wait_for(int fd, short bit) {
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < 1000; ++i) {
     if (ct_wait(fd, kAll, 10) & bit) return;
   }
   CT_FAIL("revents never showed %s", ct_poll_str(bit));
