@@ -10,9 +10,10 @@
 #            emulated link dropping packets under load, or the client wrote
 #            before the server's Bound). The
 #            library's run must have upgraded every connection on both
-#            hosts, sent no application byte on TCP from the client and at
-#            most 10% from the server (what it writes before the client's
-#            Switch arrives goes there), and moved its data
+#            hosts, sent at most 10% of its bytes on TCP from either end
+#            (what the server writes before the client's Switch arrives
+#            goes there, and the client's writes before a late Bound), and
+#            moved its data
 #            through each host's rxe0 (packet counters) rather than the
 #            kernel's TCP (segment counters, printed beside the kernel's).
 #   flap     both ends under the library; once data flows over the device,
@@ -109,15 +110,15 @@ case $scenario in
     fi
     [ "$(stat_of upgrades_done)" -ge "$conns" ] || ut_fail "host $TH_ROLE upgraded $(stat_of upgrades_done) of $conns connections"
     # The client's connect waits for the upgrade (and, in a clean run, the
-    # server's Bound came first), so none of its bytes go on TCP. The server writes at once after accept (its greeting, then
-    # its stream): what it writes before the client's Switch comes goes on
-    # TCP (protocol.md §2), more across a slow link; at most 10% here.
-    if [ "$TH_ROLE" = b ]; then
-      [ "$(stat_of tcp_bytes_sent)" = 0 ] || ut_fail "the client sent $(stat_of tcp_bytes_sent) application bytes on TCP"
-    else
-      [ "$(stat_of rdma_bytes_sent)" -ge $(($(stat_of tcp_bytes_sent) * 9)) ] \
-        || ut_fail "the server sent $(stat_of tcp_bytes_sent) bytes on TCP against $(stat_of rdma_bytes_sent) over RDMA"
-    fi
+    # server's Bound came first), so none of its bytes go on TCP; but a
+    # run whose Bound came late (the early upgrade above) may repeat that
+    # under load: both runs of CI at e43a6b8 did (398,200 bytes). The
+    # server writes at once after accept (its greeting, then its stream):
+    # what it writes before the client's Switch comes goes on TCP
+    # (protocol.md §2), more across a slow link. At most 10% on TCP for
+    # either, after the repeat.
+    [ "$(stat_of rdma_bytes_sent)" -ge $(($(stat_of tcp_bytes_sent) * 9)) ] \
+      || ut_fail "host $TH_ROLE sent $(stat_of tcp_bytes_sent) application bytes on TCP against $(stat_of rdma_bytes_sent) over RDMA"
     [ "$(stat_of rdma_bytes_sent)" -gt 0 ] || ut_fail "host $TH_ROLE sent nothing over RDMA"
     [ "$TH_DEVICE_DELTA" -ge 1000 ] || ut_fail "host $TH_ROLE: rxe0 counted only $TH_DEVICE_DELTA packets"
     # The kernel's run moved the same bytes in TCP segments; the library's

@@ -99,6 +99,20 @@ for prog in "$bindir"/*; do
   case "$RDMA_PROGRAMS" in *" $name "*) wanted=yes ;; esac
   sent=$(ut_stat "$err" rdma_bytes_sent)
   printf '%-18s %3ss rdma=%-3s %s\n' "$name" $((SECONDS - start)) "$wanted" "$(ut_stats_summary "$err")"
+  # A program that moves only a few bytes (epoll_edge: 12) may have sent
+  # them all before its pairs' Bound came (the early upgrade, §2): CI's
+  # load did so once at e43a6b8. Repeated once, like the programs below.
+  if [ $expect = 1 ] && [ $wanted = yes ] && ! [ "${sent:-0}" -gt 0 ]; then
+    echo "  $name: nothing over RDMA (all written before the server's Bound came?): once more"
+    : >"$err"
+    if VSOCK_CONFORMANCE_STDERR="$err" "$runner" "$prog" "$preload" >/dev/null 2>&1; then
+      sent=$(ut_stat "$err" rdma_bytes_sent)
+      printf '%-18s again rdma=%-3s %s\n' "$name" "$wanted" "$(ut_stats_summary "$err")"
+    else
+      echo "  $name failed when run again"
+      failed=$((failed + 1))
+    fi
+  fi
   if [ $expect = 1 ] && [ $wanted = yes ] && ! [ "${sent:-0}" -gt 0 ]; then
     echo "  --expect-rdma: $name sent no byte over RDMA"
     missing=$((missing + 1))
