@@ -72,6 +72,19 @@ echo "conformance over $VSOCK_TEST_ADDR with stats, expect-rdma=$expect"
 export VSOCK_UPGRADE_TIMEOUT_MS=${VSOCK_UPGRADE_TIMEOUT_MS:-3000}
 
 failed=0 passed=0 missing=0 limited=0
+# The program once more (an early upgrade's writes before a late Bound):
+# its stats replace the first run's in $err; a failure counts.
+run_again() {
+  : >"$err"
+  if VSOCK_CONFORMANCE_STDERR="$err" "$runner" "$prog" "$preload" >/dev/null 2>&1; then
+    printf '%-18s again rdma=%-3s %s\n' "$name" "$wanted" "$(ut_stats_summary "$err")"
+    return 0
+  fi
+  echo "  $name failed when run again"
+  failed=$((failed + 1))
+  return 1
+}
+
 for prog in "$bindir"/*; do
   [ -f "$prog" ] && [ -x "$prog" ] || continue
   name=$(basename "$prog")
@@ -104,14 +117,7 @@ for prog in "$bindir"/*; do
   # load did so once at e43a6b8. Repeated once, like the programs below.
   if [ $expect = 1 ] && [ $wanted = yes ] && ! [ "${sent:-0}" -gt 0 ]; then
     echo "  $name: nothing over RDMA (all written before the server's Bound came?): once more"
-    : >"$err"
-    if VSOCK_CONFORMANCE_STDERR="$err" "$runner" "$prog" "$preload" >/dev/null 2>&1; then
-      sent=$(ut_stat "$err" rdma_bytes_sent)
-      printf '%-18s again rdma=%-3s %s\n' "$name" "$wanted" "$(ut_stats_summary "$err")"
-    else
-      echo "  $name failed when run again"
-      failed=$((failed + 1))
-    fi
+    run_again && sent=$(ut_stat "$err" rdma_bytes_sent)
   fi
   if [ $expect = 1 ] && [ $wanted = yes ] && ! [ "${sent:-0}" -gt 0 ]; then
     echo "  --expect-rdma: $name sent no byte over RDMA"
@@ -133,14 +139,7 @@ for prog in "$bindir"/*; do
   tcp_sent=$(ut_stat "$err" tcp_bytes_sent)
   if [ $expect = 1 ] && [[ $ALL_RDMA_PROGRAMS == *" $name "* ]] && [ "${tcp_sent:-0}" != 0 ]; then
     echo "  $name: $tcp_sent bytes on TCP (written before the server's Bound came?): once more"
-    : >"$err"
-    if VSOCK_CONFORMANCE_STDERR="$err" "$runner" "$prog" "$preload" >/dev/null 2>&1; then
-      tcp_sent=$(ut_stat "$err" tcp_bytes_sent)
-      printf '%-18s again rdma=%-3s %s\n' "$name" "$wanted" "$(ut_stats_summary "$err")"
-    else
-      echo "  $name failed when run again"
-      failed=$((failed + 1))
-    fi
+    run_again && tcp_sent=$(ut_stat "$err" tcp_bytes_sent)
   fi
   # After the repeat, a first write of a few bytes before a late Bound is
   # still the early upgrade's design, not a fault: CI at 63e4a47 had
