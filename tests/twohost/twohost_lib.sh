@@ -68,7 +68,7 @@ th_kill_wait() {
 
 # th_flap_when_flowing PID PACKETS: once this host's rxe0 received PACKETS
 # more packets (60 s at most; PID must still run), takes this host's link
-# down for 3 s and up again.
+# down for 3 s and up again. TH_FAULT_AT: when it went down (ut_clock).
 th_flap_when_flowing() {
   local pid=$1 want=$2 base i
   base=$(cat "$TH_COUNTERS/rcvd_pkts")
@@ -78,8 +78,21 @@ th_flap_when_flowing() {
     sleep 0.1
   done
   th_log "$(($(cat "$TH_COUNTERS/rcvd_pkts") - base)) packets received; link down for 3 s"
+  TH_FAULT_AT=$(ut_clock)
   ip link set "$RXE_VM_NETDEV" down
   sleep 3
   ip link set "$RXE_VM_NETDEV" up
   th_log "link up again"
+}
+
+# th_time_to_outcome LOG: from this host's debug lines in LOG (the library
+# logged at debug level), when its connections found RDMA failed and when
+# each had read the peer's Resume record, in seconds after TH_FAULT_AT
+# (this host's link went down then; the other host's clock is not ours).
+th_time_to_outcome() {
+  local n first last m rfirst rlast
+  read -r n first last <<<"$(ut_times_after "$1" 'RDMA failed .* goes on over TCP' "$TH_FAULT_AT")"
+  read -r m rfirst rlast <<<"$(ut_times_after "$1" ': resumed on TCP$' "$TH_FAULT_AT")"
+  th_log "MEASURED host $TH_ROLE: $n connections found RDMA failed ${first}-${last} s after its link went down;" \
+    "$m resumed on TCP ${rfirst}-${rlast} s after it (the link came back at 3 s)"
 }

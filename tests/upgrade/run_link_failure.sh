@@ -79,6 +79,7 @@ done
   { show_logs; ut_fail "not every connection switched both ways within 120 s"; }
 sleep 0.5  # each side's Switch reaches the other
 at=$(date +%s.%N)
+fault=$(ut_clock)
 echo "$(($(cat "$counter") - before)) packets received over $dev; taking RDMA away ($mode)"
 case $mode in
   delete)
@@ -102,6 +103,16 @@ grep '^conn ' "$work/server.out" | sort >"$work/server.sums"
 diff -u "$work/client.sums" "$work/server.sums" || ut_fail "client and server checksums differ"
 echo "all $conns connections verified both ways in $(awk -v s="$start" -v e="$end" 'BEGIN { printf "%.1f s", e - s }')" \
   "($(awk -v s="$at" -v e="$end" 'BEGIN { printf "%.1f s", e - s }') after the link failed)"
+# Time to outcome, from the fault (the start of the delete or of the
+# netdev's 3 s down) on each side's debug lines: when its queue pairs were
+# found failed, and when each connection had read the peer's Resume record
+# (from then on it is the kernel's, every byte accounted for).
+for name in client server; do
+  read -r n first last <<<"$(ut_times_after "$work/$name.log" 'RDMA failed .* goes on over TCP' "$fault")"
+  read -r m rfirst rlast <<<"$(ut_times_after "$work/$name.log" ': resumed on TCP$' "$fault")"
+  echo "MEASURED $mode $name: $n connections found RDMA failed ${first}-${last} s after the fault;" \
+    "$m resumed on TCP ${rfirst}-${rlast} s after it"
+done
 for name in client server; do
   echo "  $name: $(ut_stats "$work/$name.log" upgrades_done stream_resumes upgrade_resets rdma_bytes_sent tcp_bytes_sent)"
   [ "$(ut_stat "$work/$name.log" stream_resumes)" -ge 1 ] || { show_logs; ut_fail "$name resumed no connection on TCP"; }

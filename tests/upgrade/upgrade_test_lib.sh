@@ -93,3 +93,22 @@ ut_expect_rdma() {
 ut_abs() {
   if [ -e "$1" ]; then realpath "$1"; else echo "$1"; fi
 }
+
+# ut_clock: the monotonic clock in seconds, as the library's debug lines
+# show it ([s.ms]; /proc/uptime counts the same in a guest that was never
+# suspended, to 10 ms).
+ut_clock() { cut -d' ' -f1 /proc/uptime; }
+
+# ut_times_after FILE REGEX T0: "N FIRST LAST": how many debug lines of
+# FILE match REGEX, and the first and last of them in seconds after T0
+# (ut_clock); "0 - -" when none does.
+ut_times_after() {
+  awk -v re="$2" -v t0="$3" '
+    $0 ~ re && match($0, /\[[0-9]+\.[0-9]+\]/) {
+      t = substr($0, RSTART + 1, RLENGTH - 2) - t0
+      if (!n || t < first) first = t
+      if (!n || t > last) last = t
+      n++
+    }
+    END { if (n) printf "%d %.2f %.2f\n", n, first, last; else print "0 - -" }' "$1"
+}
