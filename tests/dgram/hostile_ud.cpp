@@ -482,7 +482,8 @@ void mode_bad_headers(Peer& peer, Outcome* out, uint32_t* next_id) {
     m[at + 1] = static_cast<uint8_t>(v);
   };
   std::vector<Broken> cases = {
-      {"version 2", [](std::vector<uint8_t>& m) { m[4] = 2; }},
+      {"version 1", [](std::vector<uint8_t>& m) { m[4] = 1; }},
+      {"version 3", [](std::vector<uint8_t>& m) { m[4] = 3; }},
       {"version 0", [](std::vector<uint8_t>& m) { m[4] = 0; }},
       {"type 0", [](std::vector<uint8_t>& m) { m[5] = 0; }},
       {"type 5", [](std::vector<uint8_t>& m) { m[5] = 5; }},
