@@ -3,8 +3,8 @@
 // Sends hostile rdma_cm connect requests (RDMA_PS_TCP) to PORT on ADDR, where
 // a TCP server runs under libvsock, whose library listens there for upgrade
 // requests (docs/protocol.md section 1). Each request's private data is one
-// of: nothing, random bytes, zeros, the right magic with a wrong version, a
-// truncated request, a bad family, nonzero padding in an IPv4 address, and a
+// of: nothing, random bytes, zeros, the right magic with a wrong version (1,
+// the version before the token, and 3), a truncated request, a bad family, nonzero padding in an IPv4 address, and a
 // well-formed request naming a TCP connection that does not exist. Every
 // request must be rejected, unreachable or unanswered within BOUND_MS
 // (default 3000); none may be accepted. The caller then checks that the
@@ -46,11 +46,13 @@ void put16(uint8_t* p, uint16_t v) {
   p[1] = static_cast<uint8_t>(v);
 }
 
-// A well-formed version-1 IPv4 UpgradeRequest, by hand from docs/protocol.md.
+constexpr uint8_t kVersion = 2;  // docs/protocol.md
+
+// A well-formed version-2 IPv4 UpgradeRequest, by hand from docs/protocol.md.
 std::vector<uint8_t> well_formed(in_addr client_ip, uint16_t client_port, in_addr server_ip, uint16_t server_port) {
   std::vector<uint8_t> d(kRequestSize, 0);
   memcpy(&d[0], "VSK1", 4);
-  d[4] = 1;  // version
+  d[4] = kVersion;
   d[5] = 4;  // family
   put16(&d[8], client_port);
   put16(&d[10], server_port);
@@ -73,8 +75,11 @@ std::vector<Case> hostile_cases(in_addr ip, uint16_t port) {
   cases.push_back({"all zeros", std::vector<uint8_t>(kRequestSize, 0)});
   const uint16_t absent_port = 1;  // no TCP connection comes from port 1
   std::vector<uint8_t> v = well_formed(ip, absent_port, ip, port);
-  v[4] = 2;
-  cases.push_back({"right magic, version 2", v});
+  v[4] = 1;
+  cases.push_back({"right magic, version 1", v});
+  v = well_formed(ip, absent_port, ip, port);
+  v[4] = 3;
+  cases.push_back({"right magic, version 3", v});
   v = well_formed(ip, absent_port, ip, port);
   v.resize(20);
   cases.push_back({"truncated to 20 bytes", v});
