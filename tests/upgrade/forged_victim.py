@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """forged_victim.py ADDR PORT GOFILE: one TCP connection to an echo server.
 
-Exchanges 1000 bytes, prints "PORT <local port>", waits until GOFILE exists
-(meanwhile a forged upgrade request names this connection), then echoes
-1 MiB and checks every byte: "VERIFIED" on success, exit 1 otherwise.
+Exchanges 1000 bytes, prints "PORT <local port> SENT 1000" (what it has
+written on the connection so far: the count a forger's Switch would claim),
+waits until GOFILE exists (meanwhile a forged upgrade request names this
+connection), then echoes 1 MiB and checks every byte: "VERIFIED" on
+success, exit 1 otherwise.
 """
 import os
 import socket
@@ -26,8 +28,9 @@ def echo(sock, data):
 def main():
     addr, port, go = sys.argv[1], int(sys.argv[2]), sys.argv[3]
     sock = socket.create_connection((addr, port), timeout=60)
-    echo(sock, bytes(range(250)) * 4)
-    print("PORT", sock.getsockname()[1], flush=True)
+    first = bytes(range(250)) * 4
+    echo(sock, first)
+    print("PORT", sock.getsockname()[1], "SENT", len(first), flush=True)
     deadline = time.monotonic() + 60
     while not os.path.exists(go):
         if time.monotonic() > deadline:

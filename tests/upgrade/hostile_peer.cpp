@@ -1,13 +1,15 @@
 // hostile_peer ADDR PORT MODE
+// hostile_peer ADDR PORT forge VICTIM_PORT COUNT
 //
-// A peer that upgrades a TCP connection by hand (docs/protocol.md §1-2:
-// the UpgradeRequest, the server's UpgradeAccept and Bound, our Switch and
-// the server's), with librdmacm and libibverbs linked directly (not
-// preloaded), against a server running under libvsock (hostile_target
-// server), and then breaks the stream protocol of §3 in one way, MODE.
-// Every stream byte it writes through the protocol is 'A'; bytes no rule
-// may deliver are 'Z'. It first sends the server a command line on the
-// ring (hostile_target: "read MODE [HOLD_MS]" or "push MODE N"), so the
+// A peer that upgrades a TCP connection by hand (docs/protocol.md §1-2,
+// version 2: the UpgradeRequest, the server's UpgradeAccept and Bound, our
+// Switch, the Bound's token on TCP right after our TCP part once the Switch
+// completed, and the server's Switch), with librdmacm and libibverbs linked
+// directly (not preloaded), against a server running under libvsock
+// (hostile_target server), and then breaks the stream protocol of §3 in one
+// way, MODE. Every stream byte it writes through the protocol is 'A'; bytes
+// no rule may deliver are 'Z'. It first sends the server a command line on
+// the ring (hostile_target: "read MODE [HOLD_MS]" or "push MODE N"), so the
 // server's line for this connection names the mode.
 //
 // Prints what it did and what came back: its own work requests' statuses,
@@ -21,7 +23,36 @@
 // oob-before, bad-rkey, credit-excess, credit-zero, credit-payload, type3,
 // control-zero, control-unknown, closed-first, data-after-fin, second-fin,
 // send-extra, send-long, flood-send, flood-zero, flood-credit, no-credit,
-// write-after-fin, grow-smaller, moved-unasked (the ring growth of §3.1).
+// write-after-fin, grow-smaller, moved-unasked (the ring growth of §3.1),
+// resume-alone (§5.1).
+//
+// The token of §2 ("Who may switch"), on a connection of our own: the
+// command line goes on TCP before the Switch (its count is the line's
+// length) and the server answers "ok" on TCP, then
+//   token-after-tcp  the token right after the line, 1000 'A' on the ring,
+//                    FIN: breaks no rule (a Switch count above 0);
+//   token-wrong      'Z' DATA and a FIN on the ring, then on TCP the token
+//                    with its last byte changed, then 500 'A', end: the
+//                    server must refuse the Switch (upgrade_tokens_refused)
+//                    and deliver the TCP stream whole, those 16 bytes too,
+//                    never the ring's;
+//   token-missing    'Z' DATA and a FIN on the ring, 2 s in which nothing
+//                    may come back, then the end of the TCP stream where
+//                    the token should be: refused; the application reads
+//                    the end, nothing of the ring.
+//
+// forge: a same-host forger (issue 10 item 2). No TCP connection of its
+// own: an UpgradeRequest naming the live connection from VICTIM_PORT of
+// this host's address (which rdma_cm gives it: the victim's) to ADDR:PORT,
+// so every check of §1 passes. If the server accepts and sends Bound: a
+// Switch with tcp_bytes COUNT, "FORGED..." DATA and a FIN in the server's
+// ring, and no token (it cannot write on the victim's TCP). Prints
+// "forge: written" then, and watches until the server drops the queue pair
+// (DISCONNECTED) or 90 s. Exit 0 unless the server sent its Switch or any
+// DATA back (the forgery reached the application: an echo server's echo),
+// 1 then. The last line, "forge: request=... bound=... server_switch=...
+// data_back=... qp=...", says what happened; run_forged.sh checks the
+// victim and the server's stats.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -30,6 +61,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -48,6 +80,9 @@ constexpr uint32_t kMessageSlot = 64;  // the library's receive buffer
 constexpr int kRecvSlots = 512;
 constexpr int kSendDepth = 256;
 constexpr uint64_t kRecvTag = uint64_t{1} << 63;
+constexpr uint8_t kVersion = 2;  // docs/protocol.md
+constexpr size_t kTokenSize = 16;
+constexpr size_t kBoundSize = 16 + kTokenSize;
 
 void put16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8), p[1] = uint8_t(v); }
 void put32(uint8_t* p, uint32_t v) {
@@ -86,6 +121,7 @@ struct Peer {
   ibv_mr* src_mr = nullptr;
   uint32_t ring_size = 65536;
   uint64_t nonce = 0x686f7374696c6521ULL;  // "hostile!"
+  uint8_t token[kTokenSize] = {};  // Bound's
   // The server's ring (UpgradeAccept).
   uint64_t peer_addr = 0;
   uint32_t peer_rkey = 0, peer_cap = 0;
@@ -93,6 +129,7 @@ struct Peer {
   // What came in.
   uint64_t data_in = 0, credit_in = 0, data_wrs_in = 0;
   bool fin_in = false, reset_in = false;
+  bool disconnected = false;  // rdma_cm DISCONNECTED seen (watch_cm)
   std::vector<std::vector<uint8_t>> messages;
   int recv_errors = 0;
   // Our sends.
@@ -238,7 +275,8 @@ void expect_event(Peer& p, rdma_cm_event_type want, const char* what) {
   }
   if (want == RDMA_CM_EVENT_ESTABLISHED) {
     const uint8_t* d = static_cast<const uint8_t*>(e->param.conn.private_data);
-    if (e->param.conn.private_data_len < 32 || memcmp(d, "VSK1", 4) != 0 || d[4] != 1 || get64(d + 8) != p.nonce) {
+    if (e->param.conn.private_data_len < 32 || memcmp(d, "VSK1", 4) != 0 || d[4] != kVersion ||
+        get64(d + 8) != p.nonce) {
       printf("FAIL: the UpgradeAccept is not what protocol.md says\n");
       exit(1);
     }
@@ -258,20 +296,24 @@ bool wait_message(Peer& p, const char* magic, std::vector<uint8_t>* out) {
   return out->size() >= 16 && memcmp(out->data(), magic, 4) == 0 && get64(out->data() + 8) == p.nonce;
 }
 
-// Kernel TCP connection, then the upgrade by hand, up to both Switches.
-void upgrade(Peer& p, const char* addr, int port) {
+sockaddr_in server_address(const char* addr, int port) {
   sockaddr_in server{};
   server.sin_family = AF_INET;
   server.sin_port = htons(uint16_t(port));
   if (inet_pton(AF_INET, addr, &server.sin_addr) != 1) die("bad address");
-  // Everything rdma_cm and verbs need is made before the TCP connection,
-  // so that the request follows its connect() at once, as the library's
-  // would (the server waits for it only upgrade_timeout_ms).
+  return server;
+}
+
+// An rdma_cm id resolved to `server`, its queue pair, our ring and posted
+// receives: everything rdma_cm and verbs need, made before the TCP
+// connection, so that the request follows its connect() at once, as the
+// library's would (the server waits for it only upgrade_timeout_ms).
+void prepare(Peer& p, const sockaddr_in& server) {
   p.channel = rdma_create_event_channel();
   if (!p.channel) skip("no rdma_cm");
   if (rdma_create_id(p.channel, &p.id, nullptr, RDMA_PS_TCP) != 0) skip("rdma_create_id");
-  if (rdma_resolve_addr(p.id, nullptr, reinterpret_cast<sockaddr*>(&server), 2000) != 0)
-    skip("rdma_resolve_addr");
+  sockaddr_in to = server;
+  if (rdma_resolve_addr(p.id, nullptr, reinterpret_cast<sockaddr*>(&to), 2000) != 0) skip("rdma_resolve_addr");
   expect_event(p, RDMA_CM_EVENT_ADDR_RESOLVED, "resolve address");
   if (rdma_resolve_route(p.id, 2000) != 0) skip("rdma_resolve_route");
   expect_event(p, RDMA_CM_EVENT_ROUTE_RESOLVED, "resolve route");
@@ -297,19 +339,18 @@ void upgrade(Peer& p, const char* addr, int port) {
   p.slots_mr = ibv_reg_mr(p.pd, p.slots_mem.data(), p.slots_mem.size(), IBV_ACCESS_LOCAL_WRITE);
   if (!p.ring_mr || !p.slots_mr) die("ibv_reg_mr");
   for (int i = 0; i < kRecvSlots; ++i) post_recv(p, i);
+}
 
-  p.tcp = socket(AF_INET, SOCK_STREAM, 0);
-  if (connect(p.tcp, reinterpret_cast<sockaddr*>(&server), sizeof server) != 0) die("TCP connect");
-  sockaddr_in local{};
-  socklen_t len = sizeof local;
-  getsockname(p.tcp, reinterpret_cast<sockaddr*>(&local), &len);
+// rdma_connect with an UpgradeRequest (by hand, protocol.md §1) naming the
+// TCP connection client -> server.
+void send_request(Peer& p, const sockaddr_in& client, const sockaddr_in& server) {
   uint8_t request[56] = {};
   memcpy(request, "VSK1", 4);
-  request[4] = 1;  // version
+  request[4] = kVersion;
   request[5] = 4;  // family
-  put16(request + 8, ntohs(local.sin_port));
-  put16(request + 10, uint16_t(port));
-  memcpy(request + 12, &local.sin_addr, 4);
+  put16(request + 8, ntohs(client.sin_port));
+  put16(request + 10, ntohs(server.sin_port));
+  memcpy(request + 12, &client.sin_addr, 4);
   memcpy(request + 28, &server.sin_addr, 4);
   put64(request + 44, p.nonce);
   rdma_conn_param param{};
@@ -319,22 +360,38 @@ void upgrade(Peer& p, const char* addr, int port) {
   param.retry_count = 3;
   param.rnr_retry_count = 7;
   if (rdma_connect(p.id, &param) != 0) die("rdma_connect");
-  expect_event(p, RDMA_CM_EVENT_ESTABLISHED, "upgrade (ESTABLISHED with an UpgradeAccept)");
-  // The source buffer covers the server's whole ring (the overflow mode).
+}
+
+// The source buffer, once the server's ring is known: it covers the whole
+// ring (the overflow mode).
+void register_source(Peer& p) {
   p.src_mem.assign(p.peer_cap + size_t{4096}, 0);
   p.src_mr = ibv_reg_mr(p.pd, p.src_mem.data(), p.src_mem.size(), IBV_ACCESS_LOCAL_WRITE);
   if (!p.src_mr) die("ibv_reg_mr (source)");
+}
 
-  std::vector<uint8_t> m;
-  if (!wait_message(p, "VSKB", &m)) {
-    printf("FAIL: no Bound from the server\n");
+// The server's Bound (32 bytes in version 2): keeps its token.
+bool take_bound(Peer& p, double ms) {
+  if (!poll_until(p, ms, [&] { return !p.messages.empty(); })) return false;
+  std::vector<uint8_t> m = p.messages.front();
+  p.messages.erase(p.messages.begin());
+  if (m.size() < kBoundSize || memcmp(m.data(), "VSKB", 4) != 0 || m[4] != kVersion || m[5] || m[6] || m[7] ||
+      get64(m.data() + 8) != p.nonce) {
+    printf("FAIL: the server's first message (%zu bytes) is not a version-2 Bound\n", m.size());
     exit(1);
   }
+  memcpy(p.token, m.data() + 16, kTokenSize);
+  return true;
+}
+
+// Our Switch (tcp_bytes = count), and its completion: only then may the
+// token go on TCP (protocol.md §2).
+void send_switch(Peer& p, uint64_t count) {
   uint8_t sw[40] = {};
   memcpy(sw, "VSKS", 4);
-  sw[4] = 1;
+  sw[4] = kVersion;
   put64(sw + 8, p.nonce);
-  put64(sw + 16, 0);  // nothing written on TCP
+  put64(sw + 16, count);
   put64(sw + 24, reinterpret_cast<uintptr_t>(p.ring_mem.data()));
   put32(sw + 32, p.ring_mr->rkey);
   put32(sw + 36, p.ring_size);
@@ -342,12 +399,49 @@ void upgrade(Peer& p, const char* addr, int port) {
     printf("FAIL: our Switch did not go\n");
     exit(1);
   }
-  if (!wait_message(p, "VSKS", &m)) {
+}
+
+void send_tcp(Peer& p, const void* data, size_t len) {
+  if (send(p.tcp, data, len, MSG_NOSIGNAL) != ssize_t(len)) die("TCP send");
+}
+
+// The server's Switch; its tcp_bytes.
+uint64_t take_server_switch(Peer& p) {
+  std::vector<uint8_t> m;
+  if (!wait_message(p, "VSKS", &m) || m.size() < 40 || m[4] != kVersion) {
     printf("FAIL: no Switch from the server\n");
     exit(1);
   }
+  return get64(m.data() + 16);
+}
+
+// Kernel TCP connection, the request naming it, ESTABLISHED, Bound.
+void connect_and_bind(Peer& p, const char* addr, int port) {
+  sockaddr_in server = server_address(addr, port);
+  prepare(p, server);
+  p.tcp = socket(AF_INET, SOCK_STREAM, 0);
+  if (connect(p.tcp, reinterpret_cast<sockaddr*>(&server), sizeof server) != 0) die("TCP connect");
+  sockaddr_in local{};
+  socklen_t len = sizeof local;
+  getsockname(p.tcp, reinterpret_cast<sockaddr*>(&local), &len);
+  send_request(p, local, server);
+  expect_event(p, RDMA_CM_EVENT_ESTABLISHED, "upgrade (ESTABLISHED with an UpgradeAccept)");
+  register_source(p);
+  if (!take_bound(p, 5000)) {
+    printf("FAIL: no Bound from the server\n");
+    exit(1);
+  }
+}
+
+// The whole upgrade by hand, up to both Switches: nothing on TCP before
+// ours (count 0), so the token is the first byte on TCP.
+void upgrade(Peer& p, const char* addr, int port) {
+  connect_and_bind(p, addr, port);
+  send_switch(p, 0);
+  send_tcp(p, p.token, kTokenSize);
+  uint64_t theirs = take_server_switch(p);
   printf("upgraded: server ring %u bytes (rkey 0x%x), our ring %u; the server's Switch says %llu TCP bytes\n",
-         p.peer_cap, p.peer_rkey, p.ring_size, static_cast<unsigned long long>(get64(m.data() + 16)));
+         p.peer_cap, p.peer_rkey, p.ring_size, static_cast<unsigned long long>(theirs));
 }
 
 // The command line for hostile_target, as valid stream data.
@@ -374,7 +468,7 @@ void report(Peer& p, const char* mode, double wait_ms) {
     ssize_t n = recv(p.tcp, b, sizeof b, MSG_DONTWAIT);
     tcp = n == 0 ? "eof" : n > 0 ? "data" : strerror(errno);
   }
-  std::string cm = "none";
+  std::string cm = p.disconnected ? rdma_event_str(RDMA_CM_EVENT_DISCONNECTED) : "none";
   if (rdma_cm_event* e = next_event(p.channel, 200)) {
     cm = rdma_event_str(e->event);
     rdma_ack_cm_event(e);
@@ -422,7 +516,7 @@ bool resume_alone(Peer& p) {
   // ring part), then the new bytes.
   std::vector<uint8_t> tcp(32, 0);
   memcpy(tcp.data(), "VSKF", 4);
-  tcp[4] = 1;
+  tcp[4] = kVersion;
   put64(tcp.data() + 8, p.nonce);
   put64(tcp.data() + 16, 0);
   put64(tcp.data() + 24, p.tail);
@@ -441,8 +535,8 @@ bool resume_alone(Peer& p) {
   const uint64_t resend_from = get64(theirs + 16), ring_written = get64(theirs + 24);
   printf("  resume-alone: the server's Resume record came %.0f ms after ours (resend from %llu, ring written %llu)\n",
          took, static_cast<unsigned long long>(resend_from), static_cast<unsigned long long>(ring_written));
-  if (memcmp(theirs, "VSKF", 4) != 0 || get64(theirs + 8) != p.nonce || ring_written != p.data_in ||
-      resend_from > ring_written) {
+  if (memcmp(theirs, "VSKF", 4) != 0 || theirs[4] != kVersion || get64(theirs + 8) != p.nonce ||
+      ring_written != p.data_in || resend_from > ring_written) {
     printf("FAIL: resume-alone: the server's record is not what protocol.md says\n");
     return false;
   }
@@ -464,6 +558,189 @@ bool resume_alone(Peer& p) {
   return true;
 }
 
+// What rdma_cm says, without waiting: DISCONNECTED (the server dropped the
+// queue pair) is remembered.
+void watch_cm(Peer& p) {
+  while (rdma_cm_event* e = next_event(p.channel, 0)) {
+    if (e->event == RDMA_CM_EVENT_DISCONNECTED) p.disconnected = true;
+    rdma_ack_cm_event(e);
+  }
+}
+
+// Anything the server sent us after its Bound (its Switch, DATA): what a
+// server that refused our Switch never sends.
+bool server_answered(const Peer& p) { return !p.messages.empty() || p.data_in > 0 || p.data_wrs_in > 0 || p.fin_in; }
+
+// The token modes (protocol.md §2, "Who may switch"), on our own
+// connection: the command line goes on TCP before our Switch, whose count
+// is then the line's length; the server's application reads it there and
+// answers "ok" on TCP (the server's Switch waits for our token).
+bool token_mode(Peer& p, const char* addr, int port, const std::string& mode) {
+  connect_and_bind(p, addr, port);
+  const std::string line = "read " + mode + "\n";
+  send_tcp(p, line.data(), line.size());
+  send_switch(p, line.size());
+  if (mode == "token-after-tcp") {
+    // The right token right after the TCP part: the switch goes on.
+    send_tcp(p, p.token, kTokenSize);
+    const uint64_t theirs = take_server_switch(p);
+    uint8_t ok[3] = {};
+    if (theirs > 3 || (theirs > 0 && !read_tcp(p.tcp, ok, size_t(theirs), 5000)) ||
+        !poll_until(p, 5000, [&] { return p.data_in >= 3 - theirs; })) {
+      printf("FAIL: token-after-tcp: no \"ok\" from the server (its Switch says %llu TCP bytes)\n",
+             static_cast<unsigned long long>(theirs));
+      return false;
+    }
+    memcpy(ok + theirs, p.ring_mem.data(), size_t(3 - theirs));
+    printf("  token-after-tcp: our Switch said %zu TCP bytes, the token came after them; the server's Switch says "
+           "%llu (its \"ok\": %llu bytes on TCP, %llu on the ring)\n",
+           line.size(), static_cast<unsigned long long>(theirs), static_cast<unsigned long long>(theirs),
+           static_cast<unsigned long long>(3 - theirs));
+    if (memcmp(ok, "ok\n", 3) != 0) {
+      printf("FAIL: token-after-tcp: the server's answer is not \"ok\"\n");
+      return false;
+    }
+    const uint32_t n = 1000;
+    stream(p, fill_source(p, 'A', n), n);
+    control(p, kControl | kFin);
+    report(p, mode.c_str(), 3000);
+    return p.send_failed == 0;
+  }
+  // A Switch without its token: what follows on the ring must never be
+  // taken, nor its FIN.
+  stream(p, fill_source(p, 'Z', 64), 64);
+  control(p, kControl | kFin);
+  if (!wait_sends(p, 3000) || p.send_failed) {
+    printf("FAIL: %s: the ring writes did not go\n", mode.c_str());
+    return false;
+  }
+  uint8_t ok[3];
+  if (!read_tcp(p.tcp, ok, 3, 10000) || memcmp(ok, "ok\n", 3) != 0) {
+    printf("FAIL: %s: no \"ok\" on TCP from the server\n", mode.c_str());
+    return false;
+  }
+  if (mode == "token-missing") {
+    // 2 s: the server takes nothing from the ring and sends no Switch; then
+    // the end of the stream where the token should be.
+    poll_until(p, 2000, [&] { return server_answered(p); });
+    printf("  token-missing: 2 s after our Switch, 64 B and a FIN on the ring: %s\n",
+           server_answered(p) ? "the server ANSWERED" : "nothing came back");
+    shutdown(p.tcp, SHUT_WR);
+  } else {
+    // The token with its last byte changed (to 'A' or 'B': the server's
+    // application counts the bytes that are not 'A'), then 500 'A'.
+    uint8_t near[kTokenSize];
+    memcpy(near, p.token, kTokenSize);
+    near[kTokenSize - 1] = near[kTokenSize - 1] == 'A' ? 'B' : 'A';
+    int foreign = 0;
+    for (uint8_t b : near) foreign += b != 'A';
+    std::string more(500, 'A');
+    send_tcp(p, near, sizeof near);
+    send_tcp(p, more.data(), more.size());
+    shutdown(p.tcp, SHUT_WR);
+    printf("  token-wrong: expect bytes=%zu foreign=%d (the 16 bytes at the switch point, then 500 'A', all on TCP)\n",
+           sizeof near + more.size(), foreign);
+  }
+  // The server refuses the Switch and drops the queue pair.
+  const double start = now_ms();
+  const bool dropped = poll_until(p, 10000, [&] {
+    watch_cm(p);
+    return p.disconnected || server_answered(p);
+  });
+  const std::string dropped_after =
+      "dropped the queue pair (DISCONNECTED " + std::to_string(int(now_ms() - start)) + " ms after our TCP end)";
+  printf("  %s: the server %s\n", mode.c_str(),
+         server_answered(p) ? "SENT its Switch or data: it took a Switch without its token"
+         : dropped          ? dropped_after.c_str()
+                            : "kept the queue pair 10 s after our TCP end");
+  report(p, mode.c_str(), 3000);
+  if (server_answered(p)) {
+    printf("FAIL: %s: the server went on over RDMA without the token\n", mode.c_str());
+    return false;
+  }
+  return true;
+}
+
+// forge: see the top of the file.
+int forge(Peer& p, const char* addr, int port, uint16_t victim_port, uint64_t count) {
+  p.nonce = 0x666f726765727921ULL;  // "forgery!"
+  const sockaddr_in server = server_address(addr, port);
+  prepare(p, server);
+  sockaddr* local = rdma_get_local_addr(p.id);
+  if (!local || local->sa_family != AF_INET) die("rdma_cm's source address is not IPv4");
+  sockaddr_in victim{};
+  memcpy(&victim, local, sizeof victim);
+  victim.sin_port = htons(victim_port);
+  char ip[INET_ADDRSTRLEN] = "?";
+  inet_ntop(AF_INET, &victim.sin_addr, ip, sizeof ip);
+  printf("forge: a request naming %s:%u -> %s:%d (rdma_cm's source: %s), Switch tcp_bytes %llu\n", ip, victim_port,
+         addr, port, ip, static_cast<unsigned long long>(count));
+  send_request(p, victim, server);
+  std::string request = "no answer within 10 s";
+  bool accepted = false, bound = false;
+  if (rdma_cm_event* e = next_event(p.channel, 10000)) {
+    request = rdma_event_str(e->event);
+    if (e->event == RDMA_CM_EVENT_ESTABLISHED) {
+      const uint8_t* d = static_cast<const uint8_t*>(e->param.conn.private_data);
+      if (e->param.conn.private_data_len < 32 || memcmp(d, "VSK1", 4) != 0 || d[4] != kVersion ||
+          get64(d + 8) != p.nonce) {
+        printf("FAIL: forge: the UpgradeAccept is not what protocol.md says\n");
+        exit(1);
+      }
+      accepted = true;
+      request = (d[5] & 1) ? "accepted (Bound follows)" : "accepted (early)";
+      p.peer_addr = get64(d + 16);
+      p.peer_rkey = get32(d + 24);
+      p.peer_cap = get32(d + 28);
+    }
+    rdma_ack_cm_event(e);
+  }
+  printf("forge: request %s\n", request.c_str());
+  std::string qp = "none";
+  if (accepted) {
+    register_source(p);
+    bound = take_bound(p, 10000);
+    printf("forge: %s\n", bound ? "Bound received (the server took us for the connection's client)"
+                                : "no Bound within 10 s");
+  }
+  if (bound) {
+    send_switch(p, count);
+    std::string forged;
+    while (forged.size() < 64) forged += "FORGED-";
+    forged.resize(64);
+    stream(p, forged.data(), uint32_t(forged.size()));
+    control(p, kControl | kFin);
+    wait_sends(p, 5000);
+    printf("forge: written: Switch (tcp_bytes %llu), %zu bytes \"FORGED-...\" and a FIN in the server's ring, no token"
+           " (%d ok, %d failed)\n",
+           static_cast<unsigned long long>(count), forged.size(), p.send_ok, p.send_failed);
+    // Until the server drops the queue pair, or answers.
+    const double start = now_ms();
+    poll_until(p, 90000, [&] {
+      watch_cm(p);
+      return p.disconnected || server_answered(p);
+    });
+    if (server_answered(p)) poll_until(p, 3000, [] { return false; });  // its echo, if any
+    watch_cm(p);
+    qp = p.disconnected ? "dropped after " + std::to_string(int(now_ms() - start)) + " ms" : "kept";
+  }
+  bool server_switch = false;
+  for (const auto& m : p.messages) server_switch = server_switch || (m.size() >= 4 && memcmp(m.data(), "VSKS", 4) == 0);
+  const bool echoed = p.data_in > 0 && std::search(p.ring_mem.begin(), p.ring_mem.end(), std::begin("FORGED"),
+                                                   std::end("FORGED") - 1) != p.ring_mem.end();
+  printf("forge: request=%s bound=%d server_switch=%d messages=%zu data_back=%llu forged_echoed=%d fin_back=%d qp=%s\n",
+         accepted ? "accepted" : "refused", bound, server_switch, p.messages.size(),
+         static_cast<unsigned long long>(p.data_in), echoed, p.fin_in, qp.c_str());
+  if (p.id && !p.disconnected) rdma_disconnect(p.id);
+  if (server_answered(p)) {
+    printf("FAIL: forge: the server switched for a peer that never wrote the token%s\n",
+           echoed ? ", and its application echoed the forged bytes" : "");
+    return 1;
+  }
+  printf("DONE: forge: nothing of the forgery came back\n");
+  return 0;
+}
+
 template <typename F>
 int flood(int count, F one) {
   int posted = 0;
@@ -478,12 +755,23 @@ int flood(int count, F one) {
 
 int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
+  if (argc == 6 && strcmp(argv[3], "forge") == 0) {
+    Peer p;
+    return forge(p, argv[1], atoi(argv[2]), uint16_t(atoi(argv[4])), strtoull(argv[5], nullptr, 10));
+  }
   if (argc != 4) {
-    fprintf(stderr, "usage: %s ADDR PORT MODE\n", argv[0]);
+    fprintf(stderr, "usage: %s ADDR PORT MODE | %s ADDR PORT forge VICTIM_PORT COUNT\n", argv[0], argv[0]);
     return 2;
   }
   const std::string mode = argv[3];
   Peer p;
+  if (mode == "token-after-tcp" || mode == "token-wrong" || mode == "token-missing") {
+    const bool ok = token_mode(p, argv[1], atoi(argv[2]), mode);
+    if (p.id && !p.disconnected) rdma_disconnect(p.id);
+    if (p.tcp >= 0) close(p.tcp);
+    printf("%s: %s\n", ok ? "DONE" : "FAILED", mode.c_str());
+    return ok ? 0 : 1;
+  }
   if (mode == "flood-credit") p.ring_size = 8192;
   upgrade(p, argv[1], atoi(argv[2]));
   const uint64_t cap = p.peer_cap;
@@ -559,7 +847,7 @@ int main(int argc, char** argv) {
     report(p, mode.c_str(), 2000);
   } else if (mode == "send-extra") {
     cmd("read send-extra");
-    uint8_t bogus[16] = {'V', 'S', 'K', 'S', 1};
+    uint8_t bogus[16] = {'V', 'S', 'K', 'S', kVersion};
     put64(bogus + 8, p.nonce);
     post(p, IBV_WR_SEND, 0, 0, bogus, sizeof bogus, false, 0);  // a second, short Switch
     report(p, mode.c_str(), 2000);
@@ -567,7 +855,7 @@ int main(int argc, char** argv) {
     cmd("read grow-smaller");
     // A RingGrow whose ring is not larger than the one the server writes
     // into (ours): the server, as writer, must refuse it as a violation.
-    uint8_t grow[24] = {'V', 'S', 'K', 'G', 1};
+    uint8_t grow[24] = {'V', 'S', 'K', 'G', kVersion};
     put64(grow + 8, p.peer_addr);
     put32(grow + 16, p.peer_rkey);
     put32(grow + 20, 4096);
@@ -576,7 +864,7 @@ int main(int argc, char** argv) {
   } else if (mode == "moved-unasked") {
     cmd("read moved-unasked");
     // A RingMoved (accepted, position 0) that no RingGrow asked for.
-    uint8_t moved[16] = {'V', 'S', 'K', 'M', 1, 1};
+    uint8_t moved[16] = {'V', 'S', 'K', 'M', kVersion, 1};
     post(p, IBV_WR_SEND, 0, 0, moved, sizeof moved, false, 0);
     report(p, mode.c_str(), 2000);
   } else if (mode == "send-long") {
@@ -588,7 +876,7 @@ int main(int argc, char** argv) {
     cmd("read " + mode);
     const int count = 3000;
     const int ok_before = p.send_ok;  // the Switch and the command
-    uint8_t bogus[16] = {'V', 'S', 'K', 'X', 1};
+    uint8_t bogus[16] = {'V', 'S', 'K', 'X', kVersion};
     int posted = flood(count, [&] {
       return mode == "flood-send" ? post(p, IBV_WR_SEND, 0, 0, bogus, sizeof bogus, false, 0) : control(p, kCredit | 0);
     });
