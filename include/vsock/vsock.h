@@ -165,6 +165,11 @@ struct vsock_stats {
   /* receive rings that grew with their connection's traffic (the peer
    * moved to the larger ring: docs/protocol.md section 3.1) */
   uint64_t ring_grows;
+  /* Server: Switches refused because the client's token was not on TCP at
+   * their switch point (docs/protocol.md section 2, "Who may switch"): a
+   * request forged for somebody else's connection; the connection stayed
+   * on TCP, untouched. */
+  uint64_t upgrade_tokens_refused;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

@@ -84,7 +84,8 @@ namespace vsock::core {
   X(registered_bytes)          \
   X(registered_bytes_peak)     \
   X(close_handbacks)           \
-  X(ring_grows)
+  X(ring_grows)                \
+  X(upgrade_tokens_refused)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

@@ -1,8 +1,9 @@
 // Fuzz target: parse_bound_message (src/sock/wire/bound_message.hpp).
 //
 // Invariants: a rejection is always EPROTO; an accepted input is at least
-// 16 bytes whose first 16 are exactly what encode_bound() writes for its
-// nonce; it is never also a valid Switch, UpgradeAccept or UpgradeRequest.
+// kBoundMessageSize bytes whose first kBoundMessageSize are exactly what
+// encode() writes for its nonce and token; it is never also a valid Switch,
+// UpgradeAccept or UpgradeRequest.
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -16,14 +17,14 @@
 using namespace vsock::sock::wire;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  vsock::core::Result<uint64_t> parsed = parse_bound_message(data, size);
+  vsock::core::Result<BoundMessage> parsed = parse_bound_message(data, size);
   if (!parsed) {
     FUZZ_CHECK(parsed.error() == EPROTO);
     return 0;
   }
   FUZZ_CHECK(size >= kBoundMessageSize);
   uint8_t out[kBoundMessageSize];
-  encode_bound(parsed.value(), out);
+  encode(parsed.value(), out);
   FUZZ_CHECK(std::memcmp(out, data, kBoundMessageSize) == 0);
   FUZZ_CHECK(!parse_bound_message(data, kBoundMessageSize - 1).has_value());
   FUZZ_CHECK(!parse_switch_message(data, size).has_value());

@@ -16,7 +16,11 @@
 //     bytes past the count before a Revert says where the ring part ends;
 //   - a Revert is accepted once, only with a count at least the ring bytes
 //     read (0 without a Switch); ring reads never pass it; after the ring
-//     part every read plans TCP only.
+//     part every read plans TCP only;
+//   - the server's token (a Switch with token_follows): no ring piece and
+//     no on_ring() while it is pending, nor readable bytes past the count;
+//     on_token() only right at the count; forget_switch() only while it is
+//     pending and nothing of the ring was read, and then all is TCP's.
 #include <sys/socket.h>
 
 #include <cerrno>
@@ -41,14 +45,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // likely while still trying huge ones.
     if (op & 0x80) operand &= 0xff;
     const SwitchReader before = reader;
-    switch (op % 7) {
-      case 0: {  // the peer's Switch
-        vsock::core::Result<bool> r = reader.on_switch(operand);
+    switch (op % 9) {
+      case 0: {  // the peer's Switch (the server's reader: a token follows)
+        const bool token = (op & 0x40) != 0;
+        vsock::core::Result<bool> r = reader.on_switch(operand, token);
         const bool legal = !before.switch_known() && operand >= before.tcp_read() &&
                            (!before.tcp_ended() || operand == before.tcp_read());
         FUZZ_CHECK(r.has_value() == legal);
         if (legal) {
-          FUZZ_CHECK(reader.switch_known() && reader.switch_count() == operand);
+          FUZZ_CHECK(reader.switch_known() && reader.switch_count() == operand && reader.token_pending() == token);
         } else {
           FUZZ_CHECK(r.error() == EPROTO || r.error() == ECONNRESET);
           FUZZ_CHECK(reader.switch_known() == before.switch_known() &&
@@ -70,7 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
       case 2: {  // end of file
         vsock::core::Result<TcpEnd> r = reader.on_tcp_eof();
-        const bool short_of_count = before.switch_known() && before.tcp_read() < before.switch_count();
+        const bool short_of_count =
+            before.switch_known() && (before.tcp_read() < before.switch_count() || before.token_pending());
         FUZZ_CHECK(r.has_value() == !short_of_count);
         if (r)
           FUZZ_CHECK(r.value() == (before.switch_known() && !before.tcp_again() ? TcpEnd::kAfterSwitch
@@ -83,7 +89,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const size_t length = static_cast<size_t>(operand >> 2);
         const ReadPlan plan = reader.plan(length, flags);
         FUZZ_CHECK(plan.total() >= plan.tcp_length && plan.total() <= length);
-        FUZZ_CHECK(plan.total() == length || (reader.reverted() && plan.ring_length == reader.ring_left()));
+        FUZZ_CHECK(plan.total() == length || (reader.reverted() && plan.ring_length == reader.ring_left()) ||
+                   reader.token_pending());
+        if (reader.token_pending()) FUZZ_CHECK(plan.ring_length == 0);
         FUZZ_CHECK(plan.consume == !(flags & MSG_PEEK));
         FUZZ_CHECK((plan.tcp_flags & MSG_PEEK) == (flags & MSG_PEEK));
         FUZZ_CHECK(plan.tcp_bounded == (reader.switch_known() || reader.reverted()));
@@ -107,6 +115,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           const uint64_t remaining = reader.switch_count() - reader.tcp_read();
           if (kernel < remaining) {
             FUZZ_CHECK(r.value() == kernel);
+          } else if (reader.token_pending()) {
+            FUZZ_CHECK(r.value() == remaining);
           } else if (!reader.reverted()) {
             FUZZ_CHECK(r.value() == remaining + ring || r.value() == UINT64_MAX);
           } else {
@@ -126,6 +136,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (!legal) FUZZ_CHECK(r.error() == EPROTO && reader.ring_left() == before.ring_left());
         break;
       }
+      case 6: {  // the token was found at the count
+        vsock::core::Result<bool> r = reader.on_token();
+        FUZZ_CHECK(r.has_value() == before.token_due());
+        FUZZ_CHECK(!reader.token_pending() || !r);
+        break;
+      }
+      case 7: {  // the Switch's token did not come
+        vsock::core::Result<bool> r = reader.forget_switch();
+        const bool legal = before.token_pending() && before.ring_read() == 0 && !before.reverted();
+        FUZZ_CHECK(r.has_value() == legal);
+        if (legal) FUZZ_CHECK(!reader.switch_known() && !reader.token_pending() && reader.tcp_read() == before.tcp_read());
+        else FUZZ_CHECK(reader.switch_known() == before.switch_known());
+        break;
+      }
       default: {  // the application consumed ring bytes
         vsock::core::Result<bool> r = reader.on_ring_read(operand);
         FUZZ_CHECK(r.has_value() == (!before.reverted() || operand <= before.ring_left()));
@@ -135,8 +159,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (reader.switch_known()) FUZZ_CHECK(reader.tcp_read() <= reader.switch_count());
     if (reader.reverted()) FUZZ_CHECK(reader.ring_left() <= UINT64_MAX - reader.ring_read());
-    FUZZ_CHECK(reader.on_ring() ==
-               (reader.switch_known() && reader.tcp_read() == reader.switch_count() && !reader.tcp_again()));
+    FUZZ_CHECK(reader.on_ring() == (reader.switch_known() && !reader.token_pending() &&
+                                    reader.tcp_read() == reader.switch_count() && !reader.tcp_again()));
   }
   return 0;
 }

@@ -12,6 +12,8 @@ import struct
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
+# The protocol version every message carries (src/sock/wire/protocol.hpp).
+VERSION = 2
 
 
 def ip4(text):
@@ -50,7 +52,7 @@ def grh_ipv6(sgid, dgid, tclass=0, flow=0, next_header=0x1B, hop=64):
 
 def request(family, cport, sport, cip, sip, nonce, flags=0, reserved=0):
     # magic, version, family, flags, client port, server port, IPs, nonce, reserved
-    return (b"VSK1" + struct.pack(">BBHHH", 1, family, flags, cport, sport) + cip + sip +
+    return (b"VSK1" + struct.pack(">BBHHH", VERSION, family, flags, cport, sport) + cip + sip +
             struct.pack(">QI", nonce, reserved))
 
 
@@ -59,41 +61,41 @@ def ring(address, rkey, capacity):
 
 
 def accept(nonce, address, rkey, capacity, flags=0):
-    return b"VSK1" + bytes([1, flags, 0, 0]) + struct.pack(">Q", nonce) + ring(address, rkey, capacity)
+    return b"VSK1" + bytes([VERSION, flags, 0, 0]) + struct.pack(">Q", nonce) + ring(address, rkey, capacity)
 
 
 def switch(nonce, tcp_bytes, address, rkey, capacity):
-    return b"VSKS" + bytes([1, 0, 0, 0]) + struct.pack(">QQ", nonce, tcp_bytes) + ring(address, rkey, capacity)
+    return b"VSKS" + bytes([VERSION, 0, 0, 0]) + struct.pack(">QQ", nonce, tcp_bytes) + ring(address, rkey, capacity)
 
 
-def bound(nonce):
-    return b"VSKB" + bytes([1, 0, 0, 0]) + struct.pack(">Q", nonce)
+def bound(nonce, token=bytes(range(0xf0, 0x100))):
+    return b"VSKB" + bytes([VERSION, 0, 0, 0]) + struct.pack(">Q", nonce) + token
 
 
 def revert(nonce, ring_written, ring_consumed):
-    return b"VSKR" + bytes([1, 0, 0, 0]) + struct.pack(">QQQ", nonce, ring_written, ring_consumed)
+    return b"VSKR" + bytes([VERSION, 0, 0, 0]) + struct.pack(">QQQ", nonce, ring_written, ring_consumed)
 
 
-def ring_grow(address, rkey, capacity, version=1, reserved=bytes(3)):
-    return b"VSKG" + bytes([version]) + reserved + ring(address, rkey, capacity)
+def ring_grow(address, rkey, capacity, version=None, reserved=bytes(3)):
+    return b"VSKG" + bytes([VERSION if version is None else version]) + reserved + ring(address, rkey, capacity)
 
 
 def ring_moved(accepted, position, flags=None, reserved=bytes(2)):
     if flags is None:
         flags = 1 if accepted else 0
-    return b"VSKM" + bytes([1, flags]) + reserved + struct.pack(">Q", position)
+    return b"VSKM" + bytes([VERSION, flags]) + reserved + struct.pack(">Q", position)
 
 
 def owner(nonce):
-    return b"VSKO" + bytes([1, 0, 0, 0]) + struct.pack(">Q", nonce)
+    return b"VSKO" + bytes([VERSION, 0, 0, 0]) + struct.pack(">Q", nonce)
 
 
 def resume(nonce, resend_from, ring_written):
-    return b"VSKF" + bytes([1, 0, 0, 0]) + struct.pack(">QQQ", nonce, resend_from, ring_written)
+    return b"VSKF" + bytes([VERSION, 0, 0, 0]) + struct.pack(">QQQ", nonce, resend_from, ring_written)
 
 
 def reject(nonce, reason, port=0):
-    return b"VSKJ" + bytes([1, 0, 0, 0]) + struct.pack(">QBBH", nonce, reason, 0, port)
+    return b"VSKJ" + bytes([VERSION, 0, 0, 0]) + struct.pack(">QBBH", nonce, reason, 0, port)
 
 
 DATA, UNREACH, REVOKE, ANNOUNCE = 1, 2, 3, 4
@@ -105,7 +107,7 @@ def datagram(kind, sport, dport, ident, dcookie, scookie, index=0, count=1, tota
     if payload is None:
         base, longer = divmod(total, count)
         payload = bytes((index * 7 + i) & 0xff for i in range(base + (1 if index < longer else 0)))
-    return (b"VSKD" + struct.pack(">BBBBHHIQQHHHH", 1, kind, flags, 0, sport, dport, ident, dcookie, scookie,
+    return (b"VSKD" + struct.pack(">BBBBHHIQQHHHH", VERSION, kind, flags, 0, sport, dport, ident, dcookie, scookie,
                                   index, count, total, len(payload)) + payload)
 
 

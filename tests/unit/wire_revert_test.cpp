@@ -32,7 +32,7 @@ Bytes encoded(const RevertMessage& m) {
 
 TEST(RevertMessage, LayoutMatchesTheDocument) {
   const Bytes want = {
-      'V', 'S', 'K', 'R', 1, 0, 0, 0,                  // magic, version, reserved
+      'V', 'S', 'K', 'R', 2, 0, 0, 0,                  // magic, version, reserved
       0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,  // nonce
       0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02,  // bytes written into the peer's ring
       0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x04,  // bytes of the peer's ring consumed
@@ -72,7 +72,9 @@ TEST(RevertMessage, IsNeitherASwitchNorABound) {
   EXPECT_FALSE(parse_switch_message(revert.data(), revert.size()).has_value());
   EXPECT_FALSE(parse_bound_message(revert.data(), revert.size()).has_value());
   Bytes bound(kBoundMessageSize);
-  encode_bound(7, bound.data());
+  BoundMessage message;
+  message.nonce = 7;
+  encode(message, bound.data());
   bound.resize(64, 0);
   EXPECT_FALSE(parse_revert_message(bound.data(), bound.size()).has_value());
 }

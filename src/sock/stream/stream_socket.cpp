@@ -4,8 +4,11 @@
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "core/clock.hpp"
 #include "core/config.hpp"
@@ -74,6 +77,7 @@ StreamSocket::StreamSocket(UpgradeRole role, uint64_t nonce) : upgrade_(role), n
 
 StreamSocket::~StreamSocket() {
   if (resend_fd_ >= 0) sys::real().close(resend_fd_);
+  if (token_fd_ >= 0) sys::real().close(token_fd_);
 }
 
 void StreamSocket::release() {
@@ -127,6 +131,12 @@ void StreamSocket::fall_back_now(FallbackReason reason, const char* why) {
   // Only while nothing can be in a ring; later the state machine decides.
   // After a Revert the ring part still has to be read.
   if (upgrade_.committed() || peer_reverted_ || revert_posted_) return;
+  if (token_guard_ || reader_.token_pending()) {
+    // The client's Switch may be in the completion queue, and its token on
+    // TCP: take it first. Once it came, the token decides (§2), not a clock.
+    progress_locked();
+    if (kernel_only() || reader_.switch_known()) return;
+  }
   VSOCK_LOG(kDebug, "fd %d: stays on TCP: %s", fd_hint_, why);
   count_fallback(reason);
   become_kernel_only();
@@ -171,12 +181,24 @@ void StreamSocket::send_switch() {
   // could go. What it wrote still reads to the end; our direction counts
   // as switched, onto a dead channel: writes fail, as to a closed peer.)
   apply(upgrade_.on(UpgradeEvent::kSwitchSent));
+  // The client proves on TCP that the Switch is the TCP client's (§2).
+  if (upgrade_.role() == UpgradeRole::kClient && !kernel_only()) token_owed_ = true;
   if (write_shut_ && channel_) channel_->shutdown_write();
 }
 
 void StreamSocket::send_bound() {
+  wire::BoundMessage message;
+  message.nonce = nonce_;
+  // The token (§2): random, and never all zero (the unset value).
+  while (::getrandom(token_, sizeof token_, 0) != static_cast<ssize_t>(sizeof token_) ||
+         std::all_of(token_, token_ + sizeof token_, [](uint8_t b) { return b == 0; })) {
+  }
+  std::memcpy(message.token, token_, sizeof token_);
   uint8_t bytes[wire::kBoundMessageSize];
-  wire::encode_bound(nonce_, bytes);
+  wire::encode(message, bytes);
+  // From here on the token may come on TCP (once our peer's Switch is in
+  // the completion queue): reads look before they take.
+  token_guard_ = true;
   if (!channel_ || !channel_->send_message(bytes, sizeof bytes)) apply(upgrade_.on(UpgradeEvent::kTransportError));
 }
 
@@ -185,10 +207,16 @@ void StreamSocket::take_peer_messages() {
     uint8_t bytes[StreamChannel::kControlMessageMax];
     core::Result<size_t> length = channel_->take_message(bytes, sizeof bytes);
     if (!length) return;
-    if (length.value() >= 4 && wire::load_be32(bytes) == wire::kRevertMagic)
+    const bool revert = length.value() >= 4 && wire::load_be32(bytes) == wire::kRevertMagic;
+    if (revert && reader_.token_pending() && held_revert_.empty()) {
+      // The client handed the connection on before we found its token:
+      // its Revert counts once the token does (check_token_locked).
+      held_revert_.assign(bytes, bytes + length.value());
+    } else if (revert) {
       take_peer_revert(bytes, length.value());
-    else
+    } else {
       take_peer_switch(bytes, length.value());
+    }
   }
 }
 
@@ -199,18 +227,35 @@ void StreamSocket::take_peer_switch(const uint8_t* bytes, size_t length) {
   }
   if (upgrade_.role() == UpgradeRole::kClient && !upgrade_.switch_sent()) {
     // The server's first message: Bound.
-    core::Result<uint64_t> bound = wire::parse_bound_message(bytes, length);
-    bool ok = bound && bound.value() == nonce_;
+    core::Result<wire::BoundMessage> bound = wire::parse_bound_message(bytes, length);
+    bool ok = bound && bound.value().nonce == nonce_;
+    if (ok) std::memcpy(token_, bound.value().token, sizeof token_);
     apply(upgrade_.on(ok ? UpgradeEvent::kBoundReceived : UpgradeEvent::kProtocolError));
     return;
   }
+  // The server, before the client's token proved the queue pair's peer to
+  // be the TCP client: whatever that peer sends, the connection is not its
+  // to break. A bad message only ends the attempt (§2).
+  const bool unproven = upgrade_.role() == UpgradeRole::kServer && !upgrade_.switch_received();
   core::Result<wire::SwitchMessage> message = wire::parse_switch_message(bytes, length);
   if (!message || message.value().nonce != nonce_) {
+    if (unproven) return refuse_switch_locked("a bad Switch");
     apply(upgrade_.on(UpgradeEvent::kProtocolError));
     return;
   }
+  if (unproven && (!token_guard_ || reader_.switch_known()))
+    return refuse_switch_locked(reader_.switch_known() ? "a second Switch" : "a Switch before our Bound");
   if (!channel_->started() && !channel_->start(message.value().ring)) {
+    if (unproven) return refuse_switch_locked("a bad ring in its Switch");
     apply(upgrade_.on(UpgradeEvent::kProtocolError));
+    return;
+  }
+  if (unproven) {
+    // Its count must be where the client's token is on TCP; until we read
+    // it there the Switch counts for nothing (check_token_locked).
+    if (!reader_.on_switch(message.value().tcp_bytes, true))
+      return refuse_switch_locked("a count TCP has already passed");
+    check_token_locked(-1);
     return;
   }
   core::Result<bool> accepted = reader_.on_switch(message.value().tcp_bytes);
@@ -239,6 +284,12 @@ bool StreamSocket::writes_to_kernel() const {
 void StreamSocket::advance() {
   if (!channel_ || kernel_only()) return;
   if (channel_->has_message()) take_peer_messages();
+  if (token_owed_) flush_token_locked();
+  if (reader_.token_due()) check_token_locked(-1);
+  if (kernel_only()) return;
+  // RDMA failed before the client's token came: whether the client's
+  // direction was on the ring is for the token to say (§2).
+  if (channel_->error() != 0 && reader_.token_pending()) return;
   if (peer_reverted_) {
     // The peer's direction is on TCP after the ring part; ours on TCP
     // after the bytes it gave up. The channel's failure (the peer tore its
@@ -286,6 +337,11 @@ void StreamSocket::on_transport_lost() {
   // on over TCP if it can (a peer whose process is gone shows there),
   // half-closed ones too.
   if (channel_) channel_->fail_transport("the rdma_cm connection ended");
+  // The client's token decides what this failure means (§2): wait for it.
+  if (reader_.token_pending()) {
+    check_token_locked(-1);
+    if (kernel_only() || reader_.token_pending()) return;
+  }
   if (resume_on_tcp()) return;
   // After an orderly end that cannot resume (both FINs crossed) reads
   // still see the data and the end of stream; only a write finds the
@@ -359,7 +415,8 @@ int StreamSocket::error_locked() const {
 }
 
 bool StreamSocket::switch_may_come() const {
-  if (kernel_only() || upgrade_.switch_received() || peer_reverted_) return false;
+  // (A Switch taken whose token is still to come counts as come.)
+  if (kernel_only() || upgrade_.switch_received() || reader_.switch_known() || peer_reverted_) return false;
   // A failed queue pair delivers nothing more (its completions come in
   // order: a Switch posted before the failure was taken before the error).
   if (channel_ && channel_->error() != 0) return false;
@@ -448,6 +505,9 @@ bool StreamSocket::on_last_close() {
     return true;
   }
   write_shut_ = true;
+  // The token still owed keeps the socket open (our dup) until it is on
+  // TCP: the server reads nothing of ours before it (§2).
+  if (token_owed_ && token_fd_ < 0) token_fd_ = dup_own_fd();
   // Done here, not by the engine: the side-band thread dies with an
   // _exit() right after close(), and what it had not posted would be lost.
   if (writer_.switched()) {
@@ -471,8 +531,16 @@ void StreamSocket::finish_at_exit(int timeout_ms) {
     return;
   }
   if (kernel_only() || !channel_ || !upgrade_.committed() || !writer_.switched()) return;
+  const int64_t deadline = core::monotonic_ms() + timeout_ms;
   channel_->close_write();
   flush_locked(held, timeout_ms);
+  // The token before the process (and its socket) goes (§2).
+  for (flush_token_locked(); token_owed_ && token_fd_ >= 0 && core::monotonic_ms() < deadline; flush_token_locked()) {
+    pollfd pfd{token_fd_, POLLOUT, 0};
+    held.unlock();
+    sys::real().poll(&pfd, 1, 10);
+    relock(held);
+  }
 }
 
 bool StreamSocket::flush_locked(std::unique_lock<std::mutex>& held, int timeout_ms) {
@@ -506,6 +574,7 @@ bool StreamSocket::close_finished() {
   if (kernel_only() || !channel_) return true;
   progress_locked();
   if (peer_reverted_) return !resend_pending();
+  if (token_owed_ && !flush_token_locked()) return false;  // the engine's deadline bounds it
   if (!channel_ || channel_->error() != 0) return true;
   if (!writer_.switched()) return false;  // the Switch is still due (the server's)
   return channel_->all_sent();

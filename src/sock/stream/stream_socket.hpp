@@ -40,6 +40,7 @@
 #include "sock/stream/switch_writer.hpp"
 #include "sock/upgrade/rendezvous_board.hpp"
 #include "sock/upgrade/upgrade_state.hpp"
+#include "sock/wire/bound_message.hpp"
 #include "sock/wire/resume_record.hpp"
 
 namespace vsock::sock {
@@ -305,6 +306,21 @@ class StreamSocket final : public ManagedSocket {
   bool ring_readable() const;
   void send_switch();
   void send_bound();
+  // The token (docs/protocol.md §2, "Who may switch"; stream_socket_token.cpp).
+  // Server: looks on TCP for the client's token at the switch point once
+  // it is due (fd < 0: through a dup of our own); found, the Switch counts
+  // and ours goes out; anything else refuses the Switch.
+  void check_token_locked(int fd);
+  // Server: the queue pair's peer is not the TCP connection's client: drop
+  // the queue pair, count it, and stay on TCP.
+  void refuse_switch_locked(const char* why);
+  // Server, before the client's Switch is taken: the kernel's bytes a call
+  // just saw may be the token only if the Switch is in the completion
+  // queue by now. Polls it; true if the Switch came (look again).
+  bool switch_came_since_look_locked();
+  // Client: writes the token on TCP once our Switch is delivered (non-
+  // blocking; true when nothing is owed any more).
+  bool flush_token_locked();
   // Takes every message the channel holds: Bound, Switch, Revert.
   void take_peer_messages();
   void take_peer_switch(const uint8_t* bytes, size_t length);
@@ -413,6 +429,13 @@ class StreamSocket final : public ManagedSocket {
   uint8_t resume_in_[wire::kResumeRecordSize] = {};
   bool tcp_closed_under_rings_ = false;  // look_for_peer_resume(): TCP ended, stop looking
   int resend_fd_ = -1;           // our own dup of the socket while resend_ waits
+  // The token (§2): the server's, sent in Bound; the client's copy of it.
+  uint8_t token_[wire::kSwitchTokenSize] = {};
+  bool token_guard_ = false;     // server: Bound sent; reads look before they take (switch_came_since_look_locked)
+  bool token_owed_ = false;      // client: token_ goes on TCP once our Switch is delivered
+  size_t token_sent_ = 0;
+  int token_fd_ = -1;            // client: our dup of the socket while the token is owed
+  std::vector<uint8_t> held_revert_;  // server: the peer's Revert, taken once its token is
   int last_fd_ = -1;             // the fd of the latest call (may be closed since)
   uint64_t inode_ = 0;           // the kernel socket's inode (0: unknown)
   uint64_t eagain_count_ = 0;  // for activity()

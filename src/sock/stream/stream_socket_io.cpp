@@ -158,6 +158,13 @@ core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int
 
 core::Result<size_t> StreamSocket::recv_tcp_eof() {
   using R = core::Result<size_t>;
+  if (reader_.token_pending()) {
+    // TCP ended before a Switch's count and token: not the TCP client's
+    // Switch (the client's count is bytes that were on TCP): its end is
+    // the connection's.
+    refuse_switch_locked("TCP ended before its switch point");
+    return R::ok(0);
+  }
   core::Result<TcpEnd> end = reader_.on_tcp_eof();
   if (!end) {
     apply(upgrade_.on(UpgradeEvent::kTcpReset));
@@ -211,8 +218,28 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
     core::Result<bool> resumed = take_resume_record(fd);
     if (!resumed) return resumed.error() == EAGAIN ? R::fail(EAGAIN) : recv_after_reset();
   }
+  if (reader_.token_due()) {
+    // The server, at the client's switch point: its token first (§2).
+    check_token_locked(fd);
+    if (kernel_only()) return recv_once(fd, iov, count, flags, false);  // refused: all TCP's
+    if (reader_.token_due()) return R::fail(EAGAIN);                      // on its way
+  }
   ReadPlan plan = reader_.plan(length, flags);
   size_t got = 0;
+  if (plan.tcp_length > 0 && token_guard_ && !reader_.switch_known() && !reader_.tcp_ended()) {
+    // The client's token may follow on TCP once its Switch is in our
+    // completion queue: look first, then poll the queue, and take only the
+    // bytes looked at if no Switch came (§2).
+    IovWindow window(iov, count, 0, plan.tcp_length);
+    msghdr message{};
+    message.msg_iov = const_cast<iovec*>(window.data());
+    message.msg_iovlen = static_cast<size_t>(window.count());
+    ssize_t n = sys::real().recvmsg(fd, &message, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0) {
+      if (switch_came_since_look_locked()) return recv_once(fd, iov, count, flags, false);
+      plan.tcp_length = static_cast<size_t>(n);
+    }
+  }
   if (plan.tcp_length > 0) {
     if (reader_.tcp_ended()) return recv_tcp_eof();
     IovWindow window(iov, count, 0, plan.tcp_length);
@@ -375,8 +402,14 @@ core::Result<int> StreamSocket::readable_bytes(int fd) {
   std::unique_lock<std::mutex> held = lock_call();
   progress_locked();
   if (resuming_ && reader_.tcp_again()) take_resume_record(fd);
+  if (reader_.token_due()) check_token_locked(fd);
   int kernel = 0;
   if (!reader_.on_ring() && sys::real().ioctl(fd, FIONREAD, &kernel) != 0) return R::fail(errno);
+  // Those bytes may hold the client's token only if its Switch came since (§2).
+  if (switch_came_since_look_locked()) {
+    held.unlock();
+    return readable_bytes(fd);
+  }
   if (kernel_only()) return R::ok(kernel);
   // The peer's Resume record is no data: only the TCP part before it is.
   if (resuming_ && reader_.switch_known() && static_cast<uint64_t>(kernel) > reader_.tcp_remaining())
@@ -396,7 +429,7 @@ bool StreamSocket::ring_readable() const {
          channel_->peer_finished() || channel_->error() != 0;
 }
 
-short StreamSocket::poll_events(int fd, short events, Look) {
+short StreamSocket::poll_events(int fd, short events, Look look) {
   claim_if_awaited(fd);
   std::unique_lock<std::mutex> held = lock_call();
   last_fd_ = fd;
@@ -404,9 +437,16 @@ short StreamSocket::poll_events(int fd, short events, Look) {
   if (channel_ && !kernel_only()) channel_->drain_events();
   progress_locked();
   if (resuming_ && reader_.tcp_again()) take_resume_record(fd);
+  if (reader_.token_due()) check_token_locked(fd);
   pollfd kernel{fd, static_cast<short>(POLLIN | POLLOUT | POLLRDHUP | POLLPRI), 0};
   bool need_kernel = kernel_only() || !reader_.on_ring() || writes_to_kernel() || (events & POLLPRI);
   if (need_kernel && sys::real().poll(&kernel, 1, 0) < 0) kernel.revents = POLLERR;
+  // The kernel's bytes may be the client's token only if its Switch came
+  // since (§2): then look again.
+  if (need_kernel && switch_came_since_look_locked()) {
+    held.unlock();
+    return poll_events(fd, events, look);
+  }
   if (kernel_only()) return static_cast<short>(kernel.revents & (events | POLLERR | POLLHUP | POLLNVAL));
   short ready = static_cast<short>(kernel.revents & POLLPRI);  // urgent data is TCP's (send_urgent)
   // As the kernel after a reset: readable (data, the error, then end of
@@ -426,10 +466,13 @@ short StreamSocket::poll_events(int fd, short events, Look) {
   } else if (resuming_ && reader_.tcp_again()) {
     // TCP holds the peer's Resume record (or nothing yet), no data.
   } else {
-    ready |= static_cast<short>(kernel.revents & POLLIN);
+    // (At the switch point with the token to come, the kernel's bytes are
+    // the token's, no data.)
+    if (!reader_.token_due()) ready |= static_cast<short>(kernel.revents & POLLIN);
     // TCP bytes up to the switch point, then the ring: readable if the
     // TCP part is all there and the ring has more.
-    if (!(ready & POLLIN) && reader_.switch_known() && reader_.tcp_remaining() == 0 && ring_readable())
+    if (!(ready & POLLIN) && reader_.switch_known() && !reader_.token_pending() && reader_.tcp_remaining() == 0 &&
+        ring_readable())
       ready |= POLLIN;
     peer_done = tcp_eof && !switch_may_come();
   }

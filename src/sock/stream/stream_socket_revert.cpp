@@ -55,6 +55,18 @@ bool StreamSocket::revert_begin(int fd) {
     become_kernel_only();
     return false;
   }
+  if (reader_.token_pending()) {
+    // The server, before the client's token came (§2): it is behind the
+    // TCP part in the kernel's stream, where the other process would read
+    // it as data. Found now, the switch counts; refused, all is TCP's.
+    check_token_locked(fd);
+    if (kernel_only()) return false;
+    if (reader_.token_pending()) {
+      reset_tcp(fd, "handed to another process before the client's token came");
+      become_kernel_only();
+      return false;
+    }
+  }
   if (peer_reverted_ && reader_.ring_left() == 0) return false;  // the peer's Revert came first and is read
   // Everything write() took goes into the ring before the Revert: its
   // count is final then. (Bounded: the handoff's deadline.)
@@ -115,6 +127,18 @@ void StreamSocket::revert_finish(int fd, int64_t deadline_ms) {
       become_kernel_only();
       return;
     }
+  }
+  // Our token (the client's, §2) comes right after our TCP part, before
+  // anything else on TCP.
+  for (flush_token_locked(); token_owed_ && token_fd_ >= 0 && core::monotonic_ms() < deadline_ms;
+       flush_token_locked()) {
+    pollfd pfd{token_fd_, POLLOUT, 0};
+    sys::real().poll(&pfd, 1, 10);
+  }
+  if (token_owed_) {
+    reset_tcp(fd, "the token could not be written before the handover");
+    become_kernel_only();
+    return;
   }
   // What the peer gave up (its crossing Revert, or one taken earlier) goes
   // on TCP before anything this process or the other writes.

@@ -27,6 +27,11 @@ ReadPlan SwitchReader::plan(size_t length, int flags) const {
   const uint64_t remaining = switch_count_ - tcp_read_;
   plan.tcp_length = remaining < length ? static_cast<size_t>(remaining) : length;
   plan.tcp_flags = flags;
+  // The ring only after the token: the caller takes it first (token_due()).
+  if (token_pending_) {
+    if (plan.tcp_length < length) plan.tcp_flags &= ~MSG_WAITALL;
+    return plan;
+  }
   plan.ring_length = length - plan.tcp_length;
   if (plan.ring_length > ring_left()) plan.ring_length = static_cast<size_t>(ring_left());
   return plan;
@@ -44,11 +49,26 @@ core::Result<bool> SwitchReader::on_tcp_read(uint64_t bytes) {
   return core::Result<bool>::ok(true);
 }
 
-core::Result<bool> SwitchReader::on_switch(uint64_t count) {
+core::Result<bool> SwitchReader::on_switch(uint64_t count, bool token_follows) {
   if (switch_known_ || count < tcp_read_) return core::Result<bool>::fail(EPROTO);
   if (tcp_eof_ && count != tcp_read_) return core::Result<bool>::fail(ECONNRESET);
   switch_known_ = true;
   switch_count_ = count;
+  token_pending_ = token_follows;
+  return core::Result<bool>::ok(true);
+}
+
+core::Result<bool> SwitchReader::on_token() {
+  if (!token_due()) return core::Result<bool>::fail(EPROTO);
+  token_pending_ = false;
+  return core::Result<bool>::ok(true);
+}
+
+core::Result<bool> SwitchReader::forget_switch() {
+  if (!token_pending_ || ring_read_ != 0 || reverted_) return core::Result<bool>::fail(EPROTO);
+  switch_known_ = false;
+  switch_count_ = 0;
+  token_pending_ = false;
   return core::Result<bool>::ok(true);
 }
 
@@ -67,7 +87,9 @@ core::Result<bool> SwitchReader::on_revert(uint64_t ring_total) {
 }
 
 core::Result<TcpEnd> SwitchReader::on_tcp_eof() {
-  if (switch_known_ && tcp_read_ < switch_count_) return core::Result<TcpEnd>::fail(ECONNRESET);
+  // The end where the token should be: the caller decides (a forged
+  // Switch, forget_switch()); not an end after the Switch.
+  if (switch_known_ && (tcp_read_ < switch_count_ || token_pending_)) return core::Result<TcpEnd>::fail(ECONNRESET);
   tcp_eof_ = true;
   if (tcp_again()) return core::Result<TcpEnd>::ok(TcpEnd::kEndOfStream);
   return core::Result<TcpEnd>::ok(switch_known_ ? TcpEnd::kAfterSwitch : TcpEnd::kEndOfStream);
@@ -77,6 +99,8 @@ core::Result<uint64_t> SwitchReader::readable_bytes(uint64_t kernel_available, u
   if (!switch_known_ || tcp_again()) return core::Result<uint64_t>::ok(kernel_available);
   const uint64_t remaining = switch_count_ - tcp_read_;
   if (kernel_available < remaining) return core::Result<uint64_t>::ok(kernel_available);
+  // The kernel's bytes past the count are the token, then the ring's.
+  if (token_pending_) return core::Result<uint64_t>::ok(remaining);
   if (reverted_) {
     // TCP part, ring part, and once that is whole, TCP again.
     const uint64_t left = ring_left();

@@ -4,6 +4,13 @@
 // ring begins. For each read it plans where the bytes come from: up to two
 // pieces, TCP first, then the ring — a read may straddle the boundary.
 //
+// The server's reader: after the client's TCP part comes its token (16
+// bytes the library takes out of the stream: §2, "Who may switch"), and
+// only then the ring. on_switch(count, true) says a token follows; until
+// on_token() nothing is planned from the ring and the stream is not
+// on_ring(); forget_switch() undoes a Switch whose token never came (it was
+// forged): the stream is TCP's alone again.
+//
 // After a Revert from the peer (docs/protocol.md §5: it handed the
 // connection to another process) the stream has a third part: TCP up to
 // the Switch's count, the ring up to the Revert's count, then TCP again
@@ -80,7 +87,15 @@ class SwitchReader {
   // (the peer lied; the kernel delivered them). ECONNRESET if the kernel
   // socket already reached end of file short of `count`: those bytes will
   // never come. Nothing changes on failure.
-  core::Result<bool> on_switch(uint64_t count);
+  core::Result<bool> on_switch(uint64_t count, bool token_follows = false);
+
+  // The token after the TCP part was found and taken (the server's
+  // reader). EPROTO unless one is due now (token_due()).
+  core::Result<bool> on_token();
+  // A Switch whose token did not come: the stream is TCP's alone, as if no
+  // Switch had come. EPROTO unless a token is still pending and nothing of
+  // the ring was read (nor a Revert taken).
+  core::Result<bool> forget_switch();
 
   // The application consumed `bytes` from the ring. EPROTO after a Revert
   // if that goes beyond its count (nothing is counted then).
@@ -111,8 +126,12 @@ class SwitchReader {
   uint64_t switch_count() const { return switch_count_; }
   // TCP bytes still to come: count - read after the Switch, UINT64_MAX before.
   uint64_t tcp_remaining() const;
+  // A token is still to come after the TCP part.
+  bool token_pending() const { return token_pending_; }
+  // The TCP part is read and the token comes next.
+  bool token_due() const { return token_pending_ && tcp_read_ == switch_count_; }
   // Every read now comes from the ring.
-  bool on_ring() const { return switch_known_ && tcp_read_ == switch_count_ && !tcp_again(); }
+  bool on_ring() const { return switch_known_ && !token_pending_ && tcp_read_ == switch_count_ && !tcp_again(); }
   bool tcp_ended() const { return tcp_eof_; }
   bool reverted() const { return reverted_; }
   uint64_t ring_read() const { return ring_read_; }
@@ -121,7 +140,7 @@ class SwitchReader {
   // After a Revert, once the TCP part and the ring part are read: every
   // read comes from TCP again, to the end of the stream.
   bool tcp_again() const {
-    return reverted_ && ring_read_ == ring_total_ && (!switch_known_ || tcp_read_ == switch_count_);
+    return reverted_ && ring_read_ == ring_total_ && (!switch_known_ || (tcp_read_ == switch_count_ && !token_pending_));
   }
 
  private:
@@ -130,6 +149,7 @@ class SwitchReader {
   uint64_t ring_read_ = 0;
   uint64_t ring_total_ = 0;  // the Revert's count
   bool switch_known_ = false;
+  bool token_pending_ = false;
   bool reverted_ = false;
   bool tcp_eof_ = false;
 };

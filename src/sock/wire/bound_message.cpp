@@ -7,19 +7,20 @@
 
 namespace vsock::sock::wire {
 
-static_assert(kBoundMessageSize == kMessageHeaderSize);
-
-void encode_bound(uint64_t nonce, uint8_t out[kBoundMessageSize]) {
+void encode(const BoundMessage& message, uint8_t out[kBoundMessageSize]) {
   std::memset(out, 0, kBoundMessageSize);
-  encode_message_header(out, kBoundMagic, nonce);
+  encode_message_header(out, kBoundMagic, message.nonce);
+  std::memcpy(out + kMessageHeaderSize, message.token, kSwitchTokenSize);
 }
 
-core::Result<uint64_t> parse_bound_message(const void* data, size_t len) {
-  using R = core::Result<uint64_t>;
+core::Result<BoundMessage> parse_bound_message(const void* data, size_t len) {
+  using R = core::Result<BoundMessage>;
   if (data == nullptr || len < kBoundMessageSize) return R::fail(EPROTO);
-  uint64_t nonce = 0;
-  if (!parse_message_header(static_cast<const uint8_t*>(data), kBoundMagic, &nonce)) return R::fail(EPROTO);
-  return R::ok(nonce);
+  const uint8_t* in = static_cast<const uint8_t*>(data);
+  BoundMessage message;
+  if (!parse_message_header(in, kBoundMagic, &message.nonce)) return R::fail(EPROTO);
+  std::memcpy(message.token, in + kMessageHeaderSize, kSwitchTokenSize);
+  return R::ok(message);
 }
 
 }  // namespace vsock::sock::wire

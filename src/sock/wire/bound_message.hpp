@@ -5,7 +5,14 @@
 // still fall back: a request answered while its connection waited in the
 // kernel's backlog may be for a socket another process accepts (a forked
 // worker sharing the listener), whose library never learns of the upgrade.
-// Only the 16-byte message header: magic "VSKB", version, nonce.
+//
+// It also carries the server's token: 16 random bytes that the client
+// writes on TCP right after its switch point once its Switch is delivered.
+// Only the TCP connection's real client can put them there, so the server
+// takes nothing from the queue pair until it found them (§2, "Who may
+// switch"): a request forged for somebody else's connection gets nowhere.
+//
+// The 16-byte message header (magic "VSKB", version, nonce), then the token.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -14,13 +21,19 @@
 
 namespace vsock::sock::wire {
 
-inline constexpr size_t kBoundMessageSize = 16;
+inline constexpr size_t kSwitchTokenSize = 16;
+inline constexpr size_t kBoundMessageSize = 16 + kSwitchTokenSize;
 
-void encode_bound(uint64_t nonce, uint8_t out[kBoundMessageSize]);
+struct BoundMessage {
+  uint64_t nonce = 0;
+  uint8_t token[kSwitchTokenSize] = {};
+};
 
-// The nonce of a Bound received in a SEND of `len` bytes; bytes past the
-// header are ignored. EPROTO for fewer bytes, another magic, another
-// version or nonzero reserved bytes.
-core::Result<uint64_t> parse_bound_message(const void* data, size_t len);
+void encode(const BoundMessage& message, uint8_t out[kBoundMessageSize]);
+
+// A Bound received in a SEND of `len` bytes; bytes past it are ignored.
+// EPROTO for fewer bytes, another magic, another version or nonzero
+// reserved bytes. (The token is any 16 bytes.)
+core::Result<BoundMessage> parse_bound_message(const void* data, size_t len);
 
 }  // namespace vsock::sock::wire

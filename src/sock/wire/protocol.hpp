@@ -1,4 +1,4 @@
-// Constants shared by the messages of docs/protocol.md (version 1).
+// Constants shared by the messages of docs/protocol.md (version 2).
 #pragma once
 #include <cstdint>
 
@@ -35,7 +35,9 @@ inline constexpr uint32_t kRingGrowMagic = 0x56534B47;
 // writes into the new ring, or that it stays on the old one.
 inline constexpr uint32_t kRingMovedMagic = 0x56534B4D;
 // The only version this code speaks. A peer of another version is refused
-// (and stays on TCP) rather than half-understood.
-inline constexpr uint8_t kProtocolVersion = 1;
+// (and stays on TCP) rather than half-understood. Version 2: Bound carries
+// the token the client writes on TCP at its switch point (protocol.md §2),
+// and RingGrow/RingMoved (§3.1) exist.
+inline constexpr uint8_t kProtocolVersion = 2;
 
 }  // namespace vsock::sock::wire

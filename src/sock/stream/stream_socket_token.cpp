@@ -1,0 +1,116 @@
+// StreamSocket: the token that binds the queue pair to the TCP connection
+// (docs/protocol.md §2, "Who may switch"). The server chose it and sent it
+// in Bound; the client writes it on TCP right after its switch point once
+// its Switch is delivered. The server takes nothing from the queue pair —
+// ring data, FIN, a Revert — and sends no Switch of its own until it has
+// read the token there: nobody but the TCP connection's client can write
+// into that stream, so a request forged for somebody else's connection
+// (its 4-tuple is no secret on the client's host) gets nowhere, and the
+// connection goes on on TCP, every byte of it the real client's.
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/log.hpp"
+#include "core/stats.hpp"
+#include "sock/stream/stream_socket.hpp"
+#include "sys/real_calls.hpp"
+
+namespace vsock::sock {
+
+void StreamSocket::check_token_locked(int fd) {
+  if (kernel_only() || !reader_.token_due()) return;
+  int own = -1;
+  if (fd < 0) {
+    own = dup_own_fd();
+    if (own < 0) return;  // no fd of ours is open now: the next call brings one
+    fd = own;
+  }
+  enum class Verdict : uint8_t { kWait, kFound, kOther } verdict = Verdict::kWait;
+  uint8_t seen[wire::kSwitchTokenSize];
+  ssize_t n = sys::real().recv(fd, seen, sizeof seen, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0) {
+    if (errno != EAGAIN && errno != EINTR) verdict = Verdict::kOther;
+  } else if (n == 0 || std::memcmp(seen, token_, static_cast<size_t>(n)) != 0) {
+    verdict = Verdict::kOther;  // the end of the stream, or the client's own bytes
+  } else if (static_cast<size_t>(n) == sizeof seen) {
+    // Peeked whole: the same bytes are there to take.
+    verdict = sys::real().recv(fd, seen, sizeof seen, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof seen)
+                  ? Verdict::kFound
+                  : Verdict::kOther;
+  }
+  // (A prefix of it: the rest is on its way. The client's own bytes match a
+  // prefix of n random bytes once in 2^(8n): that connection waits for its
+  // next bytes, never misreads one.)
+  if (own >= 0) sys::real().close(own);
+  if (verdict == Verdict::kWait) return;
+  if (verdict == Verdict::kOther) {
+    refuse_switch_locked(n == 0 ? "TCP ended where its token should be" : "no token at its switch point");
+    return;
+  }
+  reader_.on_token();
+  token_guard_ = false;
+  VSOCK_LOG(kDebug, "fd %d: the client's token came on TCP after %llu bytes", fd_hint_,
+            static_cast<unsigned long long>(reader_.switch_count()));
+  // The Switch counts now: ours goes out (onto a failed queue pair, the
+  // state machine resets: the client's direction was on the ring).
+  apply(upgrade_.on(UpgradeEvent::kSwitchReceived));
+  if (!held_revert_.empty() && !kernel_only()) {
+    std::vector<uint8_t> revert;
+    revert.swap(held_revert_);
+    take_peer_revert(revert.data(), revert.size());
+  }
+}
+
+void StreamSocket::refuse_switch_locked(const char* why) {
+  core::stat_add(core::Stat::upgrade_tokens_refused);
+  VSOCK_LOG(kWarn, "fd %d: a Switch that is not the TCP client's (%s): dropped, the connection stays on TCP",
+            fd_hint_, why);
+  if (reader_.token_pending()) reader_.forget_switch();
+  token_guard_ = false;
+  held_revert_.clear();
+  // Nothing of the queue pair was taken and ours never switched: a
+  // fallback, not a reset (the TCP connection is not the forger's to end).
+  apply(upgrade_.on(UpgradeEvent::kTransportError));
+}
+
+bool StreamSocket::switch_came_since_look_locked() {
+  if (!token_guard_ || reader_.switch_known() || kernel_only() || !channel_) return false;
+  progress_locked();
+  return reader_.switch_known() || kernel_only();
+}
+
+bool StreamSocket::flush_token_locked() {
+  if (!token_owed_) return true;
+  if (!channel_ || kernel_only()) {
+    token_owed_ = false;
+    return true;
+  }
+  if (!channel_->message_delivered()) {
+    // A Switch that failed was perhaps never the server's: no token then,
+    // and the server finds none at the count (§2).
+    if (channel_->error() != 0) token_owed_ = false;
+    return !token_owed_;
+  }
+  if (token_fd_ < 0) {
+    token_fd_ = dup_own_fd();  // ours: the application may close its fd first
+    if (token_fd_ < 0) return false;
+  }
+  while (token_sent_ < sizeof token_) {
+    ssize_t n = sys::real().send(token_fd_, token_ + token_sent_, sizeof token_ - token_sent_,
+                                 MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      token_sent_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+    break;  // the connection is gone: so is the need
+  }
+  token_owed_ = false;
+  sys::real().close(token_fd_);
+  token_fd_ = -1;
+  return true;
+}
+
+}  // namespace vsock::sock
