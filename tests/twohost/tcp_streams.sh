@@ -289,7 +289,9 @@ case $scenario in
       || ut_fail "host $TH_ROLE: $TH_TCP_DELTA TCP segments under the library against $kernel_tcp under the kernel"
     ;;
   flap)
-    FLAP=1 one_run flap 1 1
+    # Debug lines carry the clock: host b times its outcome from its fault.
+    VSOCK_TH_LOG_LEVEL=${VSOCK_TH_LOG_LEVEL:-debug} FLAP=1 one_run flap 1 1
+    [ "$TH_ROLE" = b ] && th_time_to_outcome "$LAST_LOG"
     [ "$(stat_of stream_resumes)" -ge 1 ] || ut_fail "host $TH_ROLE resumed no connection on TCP"
     [ "$(stat_of upgrade_resets)" = 0 ] || ut_fail "host $TH_ROLE reset a connection"
     ;;
