@@ -11,6 +11,9 @@
 # documented bound), no byte the peer may not deliver reaches the server's
 # application. At the end: the good client's echo was byte-exact over RDMA
 # all along, and the server counted the violations (stream_violations).
+# hostile_peer writes the token of protocol version 2 (§2, "Who may
+# switch") like a real client; its token modes break that rule instead,
+# and the server counts those refusals (upgrade_tokens_refused).
 source "$(dirname "$0")/upgrade_test_lib.sh"
 [ $# -ge 3 ] || { echo "usage: $0 HOSTILE_TARGET HOSTILE_PEER PRELOAD [MODE...]"; exit 2; }
 target=$(ut_abs "$1") hostile=$(ut_abs "$2") preload=$(ut_abs "$3")
@@ -34,7 +37,15 @@ fin_modes="data-after-fin second-fin"
 # side only, which resumes on TCP alone (resume-alone): the server must
 # notice, resume too and read every byte once.
 other_modes="no-credit flood-credit write-after-fin resume-alone"
-modes="${*:-$reset_modes $message_modes $fin_modes $other_modes}"
+# The token (§2): the command line on TCP before the Switch, then the token
+# right after it (token-after-tcp: no rule broken, 1000 bytes on the ring),
+# the token with its last byte changed and 500 bytes (token-wrong), or the
+# end of TCP where it should be (token-missing), with 64 'Z' and a FIN on
+# the ring. Refused Switches are no violations: the connection goes on on
+# TCP, every byte of it (token-wrong: the 16 bytes too, 516 in all; the
+# peer prints how many of them are not 'A'), nothing of the ring.
+token_modes="token-after-tcp token-wrong token-missing"
+modes="${*:-$reset_modes $message_modes $fin_modes $other_modes $token_modes}"
 
 work=$(mktemp -d /tmp/vsock-hostile.XXXXXX) || exit 2
 server="" good=""
@@ -59,7 +70,7 @@ good=$!
 sleep 1
 kill -0 "$good" 2>/dev/null || { show; ut_fail "the good client ended before the attacks"; }
 
-violations=0
+violations=0 refusals=0
 for mode in $modes; do
   start=$(date +%s%N)
   timeout -k 5 60 "$hostile" "$addr" "$port" "$mode" >"$work/hostile.$mode" 2>&1
@@ -80,7 +91,10 @@ for mode in $modes; do
   bytes=$(field bytes) foreign=$(field foreign) end=$(field end) then=$(field then)
   echo "$mode (${ms} ms): server: ${line#*: } | $(grep -E '^hostile ' "$work/hostile.$mode" | head -n1 | cut -d: -f2-)"
   grep -E '^  ' "$work/hostile.$mode" | sed 's/^/    /'
-  [ "$foreign" = 0 ] || { show; ut_fail "$mode: the server's application read $foreign byte(s) the peer may not deliver"; }
+  expect_foreign=0
+  [ "$mode" = token-wrong ] && expect_foreign=$(sed -n 's/.*expect bytes=[0-9]* foreign=\([0-9]*\).*/\1/p' "$work/hostile.$mode")
+  [ "$foreign" = "$expect_foreign" ] ||
+    { show; ut_fail "$mode: the server's application read $foreign byte(s) that are not 'A' (expected $expect_foreign)"; }
   case " $(echo $reset_modes) " in *" $mode "*)
     [ "$end" = ECONNRESET ] || { show; ut_fail "$mode: expected a reset (ECONNRESET), got end=$end then=$then"; }
     violations=$((violations + 1))
@@ -115,6 +129,17 @@ for mode in $modes; do
     write-after-fin)
       [ "$bytes" = 1000 ] && [ "$end" = eof ] && [ "$then" = eof ] ||
         { show; ut_fail "write-after-fin: expected exactly the 1000 accounted bytes, then the end, got $line"; } ;;
+    token-after-tcp)
+      [ "$bytes" = 1000 ] && [ "$end" = eof ] ||
+        { show; ut_fail "token-after-tcp: expected the 1000 ring bytes after the token, then the end, got $line"; } ;;
+    token-wrong)
+      refusals=$((refusals + 1))
+      [ "$bytes" = 516 ] && [ "$end" = eof ] ||
+        { show; ut_fail "token-wrong: expected the 516 TCP bytes (the wrong token too) and the end, none of the ring's, got $line"; } ;;
+    token-missing)
+      refusals=$((refusals + 1))
+      [ "$bytes" = 0 ] && [ "$end" = eof ] ||
+        { show; ut_fail "token-missing: expected the end of TCP and nothing of the ring, got $line"; } ;;
   esac
 done
 
@@ -134,7 +159,9 @@ kill -TERM "$server"
 ut_wait_pid "$server" 30 >/dev/null
 server=""
 counted=$(ut_stat "$work/server.stats" stream_violations)
-echo "server: $(ut_stats "$work/server.stats" stream_violations upgrades_done upgrade_resets rdma_bytes_sent rdma_bytes_received)"
+refused=$(ut_stat "$work/server.stats" upgrade_tokens_refused)
+echo "server: $(ut_stats "$work/server.stats" stream_violations upgrade_tokens_refused upgrades_done upgrade_resets \
+  rdma_bytes_sent rdma_bytes_received)"
 rss=$(grep -o 'rss_kb=[0-9]*' "$work/server.out" | cut -d= -f2 | tr '\n' ' ')
 echo "server: rss_kb per connection end: $rss"
 # No hostile mode may make the server grow: its resident size at the end
@@ -148,4 +175,8 @@ grep -c 'protocol violation' "$work/server.stats" | sed 's/^/server log: protoco
 # break no rule.
 [ "${counted:-0}" -eq "$violations" ] ||
   { show; ut_fail "the server counted ${counted:-0} violations, $violations hostile connections broke the protocol"; }
-echo "PASS: $violations violating connections reset and counted; no-credit bounded; the good connection byte-exact throughout"
+# Exactly: every other connection (the good client's too) wrote its token.
+[ "${refused:-0}" -eq "$refusals" ] ||
+  { show; ut_fail "the server refused ${refused:-0} Switches for their token, $refusals hostile connections sent none"; }
+echo "PASS: $violations violating connections reset and counted; $refusals Switches without their token refused and" \
+  "counted; no-credit bounded; the good connection byte-exact throughout"
