@@ -1,6 +1,6 @@
-// tcp_connection_exists (src/sock/upgrade/tcp_lookup.*): real loopback connections,
-// found by their 4-tuple while still in the listener's backlog and after
-// accept(); a 4-tuple with no connection is not found.
+// tcp_connection_in_backlog (src/sock/upgrade/tcp_lookup.*): real loopback
+// connections, found by their 4-tuple while still in the listener's backlog
+// and not after accept(); a 4-tuple with no connection is not found.
 #include "sock/upgrade/tcp_lookup.hpp"
 
 #include <arpa/inet.h>
@@ -59,15 +59,15 @@ core::Result<wire::UpgradeRequest> request_for(const Pair& p) {
                                      reinterpret_cast<const sockaddr*>(&p.server_addr), sizeof p.server_addr, 1);
 }
 
-TEST(TcpLookup, FindsAConnectionInTheBacklogAndAfterAccept) {
+TEST(TcpLookup, FindsAConnectionInTheBacklogNotAfterAccept) {
   Pair p;
   make_pair(p, AF_INET);
   core::Result<wire::UpgradeRequest> request = request_for(p);
   ASSERT_TRUE(request);
-  EXPECT_TRUE(tcp_connection_exists(request.value()));  // not accepted yet
+  EXPECT_TRUE(tcp_connection_in_backlog(request.value()));  // not accepted yet
   int accepted = accept(p.listener, nullptr, nullptr);
   ASSERT_GE(accepted, 0);
-  EXPECT_TRUE(tcp_connection_exists(request.value()));
+  EXPECT_FALSE(tcp_connection_in_backlog(request.value()));  // a process has it
   close(accepted);
 }
 
@@ -76,7 +76,7 @@ TEST(TcpLookup, FindsAnIpv4ConnectionOnADualStackListener) {
   make_pair(p, AF_INET6);
   core::Result<wire::UpgradeRequest> request = request_for(p);
   ASSERT_TRUE(request);
-  EXPECT_TRUE(tcp_connection_exists(request.value()));
+  EXPECT_TRUE(tcp_connection_in_backlog(request.value()));
 }
 
 TEST(TcpLookup, DoesNotFindAConnectionThatDoesNotExist) {
@@ -86,7 +86,7 @@ TEST(TcpLookup, DoesNotFindAConnectionThatDoesNotExist) {
   ASSERT_TRUE(request);
   wire::UpgradeRequest forged = request.value();
   forged.client.port = static_cast<uint16_t>(forged.client.port + 1);
-  EXPECT_FALSE(tcp_connection_exists(forged));
+  EXPECT_FALSE(tcp_connection_in_backlog(forged));
 }
 
 }  // namespace

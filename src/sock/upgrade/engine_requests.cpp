@@ -59,11 +59,13 @@ void Engine::on_request(Listener& listener, const rdma::CmEvent& event) {
       // connect() does not wait for an accept() that may only come after
       // connect() returns (one thread doing both, or a slow server).
       // Only for a connection that really waits here: a request naming one
-      // that does not exist gets no queue pair (it waits, then is rejected).
+      // that does not exist, or one accepted already (a live connection
+      // whose upgrade is done: a forger's), gets no queue pair (it waits,
+      // then is rejected).
       // Not when another process may accept it (a shared listener): the
       // process that serves it claims it, and the request waits for that.
       const bool shared = listener.rendezvous || (listener.board && listener.board->shared());
-      if (!shared && has_room_early(listener) && tcp_connection_exists(request.value())) {
+      if (!shared && has_room_early(listener) && tcp_connection_in_backlog(request.value())) {
         listener.matcher.remove_request(handle);
         accept_early(listener, event, request.value());
         return;

@@ -60,12 +60,13 @@ bool lookup(int fd, const wire::UpgradeRequest& request, uint8_t family, bool ma
   const auto* reply = reinterpret_cast<const nlmsghdr*>(answer);
   if (reply->nlmsg_type != SOCK_DIAG_BY_FAMILY) return false;
   const auto* found = static_cast<const inet_diag_msg*>(NLMSG_DATA(reply));
-  return found->idiag_state != TCP_LISTEN && found->id.idiag_dport == query.body.id.idiag_dport;
+  return found->idiag_state != TCP_LISTEN && found->id.idiag_dport == query.body.id.idiag_dport &&
+         found->idiag_inode == 0;  // no file yet: nobody accepted it
 }
 
 }  // namespace
 
-bool tcp_connection_exists(const wire::UpgradeRequest& request) {
+bool tcp_connection_in_backlog(const wire::UpgradeRequest& request) {
   int fd = sys::real().socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
   if (fd < 0) return false;
   bool found = false;

@@ -1,8 +1,12 @@
-// Whether the kernel has a TCP connection with a given 4-tuple (sock_diag,
-// an exact lookup: no dump). The listener asks it before it answers an
-// upgrade request whose socket accept() has not returned yet: a request
-// must name a connection that really waits in this host's backlog, so a
-// peer cannot make us set up queue pairs for connections that do not exist.
+// Whether the kernel has a TCP connection with a given 4-tuple that waits
+// in a listener's backlog, accepted by no process yet (sock_diag, an exact
+// lookup: no dump; an accepted socket has an inode, one in the backlog has
+// none). The listener asks it before it answers an upgrade request whose
+// socket accept() has not returned yet (an early upgrade): a request must
+// name a connection that really waits in this host's backlog, so a peer
+// cannot make us set up queue pairs for connections that do not exist, nor
+// for live ones that were accepted (a request forged for a connection
+// whose upgrade is done: its 4-tuple is no secret on the client's host).
 #pragma once
 #include "sock/wire/upgrade_request.hpp"
 
@@ -10,7 +14,7 @@ namespace vsock::sock {
 
 // The connection `request` names (server = ours), as IPv4 and, for an IPv4
 // 4-tuple, also as an IPv4-mapped one on a dual-stack socket. False when
-// absent or when the kernel cannot be asked.
-bool tcp_connection_exists(const wire::UpgradeRequest& request);
+// absent, accepted already, or when the kernel cannot be asked.
+bool tcp_connection_in_backlog(const wire::UpgradeRequest& request);
 
 }  // namespace vsock::sock
