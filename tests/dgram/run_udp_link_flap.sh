@@ -59,9 +59,36 @@ for ((i = 0; i < 600; i++)); do
 done
 kill -0 "$cpid" 2>/dev/null || fail "the client ended before the port could go down"
 echo "$(($(cat "$counter") - before)) packets over $dev; $netdev down for 3 s"
+# Time to outcome, on this script's clock (0.1 s steps): when each side's
+# log said its UD queue pair failed (its datagrams go through the kernel
+# from then on) and when it said it restarted (over UD again).
+t0=${EPOCHREALTIME/./}  # microseconds
+since() { local us=$((${EPOCHREALTIME/./} - t0)); printf '%d.%d' $((us / 1000000)) $((us % 1000000 / 100000)); }
+declare -A failed_at restarted_at
+look() {
+  local name now
+  now=$(since)
+  for name in client server; do
+    [ -z "${failed_at[$name]:-}" ] && grep -q 'UD QP .* failed' "$work/$name.log" 2>/dev/null && failed_at[$name]=$now
+    [ -z "${restarted_at[$name]:-}" ] && grep -q 'UD QP .* restarted' "$work/$name.log" 2>/dev/null &&
+      restarted_at[$name]=$now
+  done
+}
 ip link set "$netdev" down
-sleep 3
+while [ $((${EPOCHREALTIME/./} - t0)) -lt 3000000 ]; do look; sleep 0.1; done
 ip link set "$netdev" up
+for ((i = 0; i < 600; i++)); do
+  look
+  done_looking=1
+  for name in client server; do
+    [ -n "${failed_at[$name]:-}" ] && [ -z "${restarted_at[$name]:-}" ] && done_looking=0
+  done
+  [ $done_looking = 1 ] && break
+  sleep 0.1
+done
+for name in client server; do
+  echo "MEASURED udp flap $name: UD queue pair failed ${failed_at[$name]:-never} s, restarted ${restarted_at[$name]:-never} s after the port went down (up again at 3 s)"
+done
 for ((i = 0; i < 1800; i++)); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$cpid" 2>/dev/null && fail "the client did not finish within 180 s of the flap"
 wait "$cpid"

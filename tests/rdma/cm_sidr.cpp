@@ -360,6 +360,7 @@ int client(int control) {
 
 int main() {
   using namespace vsock::test;
+  setvbuf(stdout, nullptr, _IOLBF, 0);  // a run cut short still shows how far it got
   if (rdma_test_address().empty()) {
     printf("SKIPPED: rdma_cm_sidr needs RXE_VM_IPADDR (the Soft-RoCE VM) or VSOCK_TEST_RDMA_ADDR\n");
     return kExitSkip;

@@ -20,6 +20,8 @@
 #
 # Options (and the environment variables that set the same):
 #   -t SECS   VSOCK_RXE_TIMEOUT   wall-clock limit of the whole run (default 600)
+#             VSOCK_RXE_BOOT_TIMEOUT  a guest not ready (rxe0 up) after this many
+#                                 seconds hung while booting: booted once more (default 60)
 #   -m MiB    VSOCK_RXE_MEMORY    guest memory (default 1024)
 #   -c N      VSOCK_RXE_CPUS      guest CPUs (default: host cores, 2..4)
 #   --ip CIDR VSOCK_RXE_IP        rxe0's netdev address (default 192.168.77.1/24)
@@ -182,21 +184,48 @@ for i in "${!rw_dirs[@]}"; do
 done
 
 say "accel=$accel cpus=$cpus memory=${memory}M rw=${rw_dirs[*]:-none} run=$run"
-started=$(date +%s.%N)
-timeout -k 5 "$timeout_s" qemu-system-x86_64 "${qemu_args[@]}" < /dev/null > "$run/qemu.log" 2>&1 &
-timeout_pid=$!
-# Stream the command's output as the guest writes it; tail exits with qemu.
-tail -q -n +1 -s 0.1 -F --pid="$timeout_pid" "$run/stdout" 2> /dev/null &
-tail_pids+=($!)
-tail -q -n +1 -s 0.1 -F --pid="$timeout_pid" "$run/stderr" >&2 2> /dev/null &
-tail_pids+=($!)
-set +e
-wait "$timeout_pid"
-qemu_status=$?
-timeout_pid=""
-for p in "${tail_pids[@]}"; do wait "$p"; done
-tail_pids=()
-set -e
+# The guest writes $run/ready once rxe0 is up, right before it runs the
+# command (3 s after the start on this machine, TCG). One that is not ready
+# after boot_s hung while booting (CI saw two such boots in one run: not a
+# line on the console, the command never started): it is killed and booted
+# once more.
+boot_s=${VSOCK_RXE_BOOT_TIMEOUT:-60}
+for attempt in 1 2; do
+  started=$(date +%s.%N)
+  timeout -k 5 "$timeout_s" qemu-system-x86_64 "${qemu_args[@]}" < /dev/null > "$run/qemu.log" 2>&1 &
+  timeout_pid=$!
+  # Stream the command's output as the guest writes it; tail exits with qemu.
+  tail -q -n +1 -s 0.1 -F --pid="$timeout_pid" "$run/stdout" 2> /dev/null &
+  tail_pids+=($!)
+  tail -q -n +1 -s 0.1 -F --pid="$timeout_pid" "$run/stderr" >&2 2> /dev/null &
+  tail_pids+=($!)
+  set +e
+  boot_deadline=$(($(date +%s) + boot_s))
+  while kill -0 "$timeout_pid" 2>/dev/null && [ ! -s "$run/ready" ] && [ "$(date +%s)" -lt "$boot_deadline" ]; do
+    sleep 0.2
+  done
+  if [ "$attempt" = 1 ] && [ ! -s "$run/ready" ] && kill -0 "$timeout_pid" 2>/dev/null; then
+    echo "$me: the guest was not ready ${boot_s} s after its start (a hung boot): booting it once more; console tail:" >&2
+    tail -n 15 "$run/console.log" >&2
+    kill "$timeout_pid" 2>/dev/null
+    wait "$timeout_pid"
+    for p in "${tail_pids[@]}"; do wait "$p"; done
+    tail_pids=()
+    : > "$run/stdout"
+    : > "$run/stderr"
+    : > "$run/console.log"
+    rm -f "$run/status" "$run/qemu.pid"
+    set -e
+    continue
+  fi
+  wait "$timeout_pid"
+  qemu_status=$?
+  timeout_pid=""
+  for p in "${tail_pids[@]}"; do wait "$p"; done
+  tail_pids=()
+  set -e
+  break
+done
 ended=$(date +%s.%N)
 
 if verbose; then
