@@ -121,6 +121,10 @@ core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int
       // switch the writer under the urgent byte).
       progress_locked();
       if (!writer_.tcp_allowed()) {
+        // Our token goes on TCP before the urgent byte (§2): the server
+        // takes the token out of the stream, and a read past an urgent
+        // byte that came first would drop it.
+        flush_token_before_urgent_locked(held);
         held.unlock();
         core::Result<size_t> rest = send_urgent(fd, window.data(), window.count(), flags);
         if (!rest) return done > 0 ? R::ok(done) : rest;

@@ -58,10 +58,11 @@ bool StreamSocket::revert_begin(int fd) {
   if (reader_.token_pending()) {
     // The server, before the client's token came (§2): it is behind the
     // TCP part in the kernel's stream, where the other process would read
-    // it as data. Found now, the switch counts; refused, all is TCP's.
+    // it as data. Found now, the switch counts; refused, all is TCP's; due
+    // and on its way, revert_finish() waits for it (bounded).
     check_token_locked(fd);
     if (kernel_only()) return false;
-    if (reader_.token_pending()) {
+    if (reader_.token_pending() && !reader_.token_due()) {
       reset_tcp(fd, "handed to another process before the client's token came");
       become_kernel_only();
       return false;
@@ -127,6 +128,22 @@ void StreamSocket::revert_finish(int fd, int64_t deadline_ms) {
       become_kernel_only();
       return;
     }
+  }
+  // The server: a client Switch that crossed our Revert (taken above) has
+  // its token behind the TCP part (§2), where the other process would read
+  // it as data. Taken out if it is next; else the stream cannot be handed
+  // over whole.
+  while (reader_.token_due() && !kernel_only() && core::monotonic_ms() < deadline_ms) {
+    check_token_locked(fd);
+    if (!reader_.token_due() || kernel_only()) break;
+    pollfd pfd{fd, POLLIN, 0};
+    sys::real().poll(&pfd, 1, 10);
+  }
+  if (kernel_only()) return;  // refused: the stream was TCP's alone
+  if (reader_.token_pending()) {
+    reset_tcp(fd, "handed to another process before the client's token came");
+    become_kernel_only();
+    return;
   }
   // Our token (the client's, §2) comes right after our TCP part, before
   // anything else on TCP.

@@ -7,17 +7,25 @@
 // into that stream, so a request forged for somebody else's connection
 // (its 4-tuple is no secret on the client's host) gets nowhere, and the
 // connection goes on on TCP, every byte of it the real client's.
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <cstring>
 
+#include "core/clock.hpp"
 #include "core/log.hpp"
 #include "core/stats.hpp"
 #include "sock/stream/stream_socket.hpp"
 #include "sys/real_calls.hpp"
 
 namespace vsock::sock {
+namespace {
+
+// How long an urgent byte waits for the token to go before it (send()).
+constexpr int64_t kTokenBeforeUrgentMs = 1000;
+
+}  // namespace
 
 void StreamSocket::check_token_locked(int fd) {
   if (kernel_only() || !reader_.token_due()) return;
@@ -111,6 +119,23 @@ bool StreamSocket::flush_token_locked() {
   sys::real().close(token_fd_);
   token_fd_ = -1;
   return true;
+}
+
+void StreamSocket::flush_token_before_urgent_locked(std::unique_lock<std::mutex>& held) {
+  // One round trip (our Switch's acknowledgement), bounded: past it the
+  // urgent byte goes first, and the server may lose it (never a data byte).
+  const int64_t until = core::monotonic_ms() + kTokenBeforeUrgentMs;
+  while (token_owed_ && channel_ && !kernel_only() && core::monotonic_ms() < until) {
+    progress_locked();  // takes the Switch's completion, then writes the token
+    if (!token_owed_ || !channel_ || kernel_only()) break;
+    channel_->arm();
+    if (channel_->progress().value() > 0) continue;
+    pollfd pfd{channel_->completion_fd(), POLLIN, 0};
+    held.unlock();
+    sys::real().poll(&pfd, 1, 10);
+    relock(held);
+    if (channel_ && (pfd.revents & POLLIN)) channel_->take_event();
+  }
 }
 
 }  // namespace vsock::sock
