@@ -9,6 +9,7 @@
 #include "sock/stream/fork_children.hpp"
 #include "sock/stream/stream_handoff.hpp"
 #include "sock/stats_publisher.hpp"
+#include "sock/upgrade/listener_boards.hpp"
 #include "sock/stream/stream_hooks.hpp"
 #include "vsock/vsock.h"
 
@@ -84,10 +85,14 @@ __attribute__((constructor)) void library_loaded() {
   VSOCK_LOG(kInfo, "libvsock %s loaded, profile %s%s%s", vsock_version(),
             core::profile_name(config.settings.profile), config.file.empty() ? "" : ", rules file ",
             config.file.c_str());
+  // A program exec'd with a connection as its stdin/stdout (inetd's
+  // handlers): the library starts fresh here and must learn of it.
+  sock::adopt_inherited_connections();
 }
 
 __attribute__((destructor)) void library_unloading() {
   sock::finish_streams_at_exit();
+  sock::release_listener_boards_at_exit();
   sock::dgram::finish_datagrams_at_exit();
   sock::stats_publisher_remove();
   if (core::config().settings.stats) core::stats_print();

@@ -1,12 +1,20 @@
 #include "sock/stream/stream_hooks.hpp"
 
+#include "sock/offload_policy.hpp"
 #include "sock/offload_rules.hpp"
 
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "core/config.hpp"
 #include "core/log.hpp"
@@ -60,6 +68,20 @@ void copy_kernel_options(int fd, StreamSocket* stream) {
   if (sys::real().getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &no_delay, &len) == 0) stream->set_no_delay(no_delay != 0);
 }
 
+// Another live process listens on this port already (SO_REUSEPORT) and
+// owns its rdma_cm listener, which takes every request of the port: the
+// connections this listener accepts are claimed on that process's board by
+// the process that serves them, as after a fork (docs/protocol.md §1.1).
+bool join_listener_board(SocketState* state, std::shared_ptr<RendezvousBoard> board) {
+  uint64_t expected = 0;
+  if (!state->listen_key.compare_exchange_strong(expected, kJoinedBoardKey)) return false;
+  board->mark_shared();
+  VSOCK_LOG(kDebug, "listener joins the rendezvous board of process %u (a port shared with SO_REUSEPORT)",
+            board->owner());
+  remember_listener_board(state, std::move(board));
+  return true;
+}
+
 }  // namespace
 
 void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t peer_len, bool blocking_done) {
@@ -106,9 +128,13 @@ bool on_listening(int fd, SocketState* state) {
   UpgradeEngine* engine = upgrade_engine();
   if (engine == nullptr) return false;
   // Where the processes that will share this listener meet (a board per
-  // listen(); none if no mapping can be made: then only this process
-  // upgrades its connections).
-  std::shared_ptr<RendezvousBoard> board = RendezvousBoard::create();
+  // listen(), named where it can be; none if no mapping can be made: then
+  // only this process upgrades its connections).
+  bool joined = false;
+  std::shared_ptr<RendezvousBoard> board =
+      RendezvousBoard::create_named(reinterpret_cast<sockaddr*>(&local), len, &joined);
+  if (joined) return join_listener_board(state, std::move(board));
+  if (!board) board = RendezvousBoard::create();
   uint64_t key = engine->listen(fd, board);
   uint64_t expected = 0;
   if (key != 0 && !state->listen_key.compare_exchange_strong(expected, key)) {
@@ -116,6 +142,7 @@ bool on_listening(int fd, SocketState* state) {
     return false;
   }
   if (key != 0 && board) remember_listener_board(state, std::move(board));
+  if (key == 0 && board) board->unlink_name();  // nobody takes requests on it
   return key != 0;
 }
 
@@ -123,7 +150,8 @@ void on_listen_failed(SocketState* state) {
   uint64_t key = state->listen_key.exchange(0);
   if (key == 0) return;
   sys::ReentryGuard guard;
-  forget_listener_board(state);
+  release_listener_board(state);
+  if (key == kJoinedBoardKey) return;
   if (UpgradeEngine* engine = running_upgrade_engine()) engine->stop_listening(key);
 }
 
@@ -223,6 +251,71 @@ void adopt_inherited_listeners() {
   if (UpgradeEngine* engine = upgrade_engine()) engine->adopt_listeners(boards);
 }
 
+namespace {
+
+// One fd of a fresh image: a connected TCP socket accepted from a listener
+// whose named board a live process of ours owns is taken in, awaiting its
+// claim (`first` maps a socket's inode to the fd that took it in, so that
+// stdin and stdout share one state, as dup() would).
+void adopt_if_inherited_connection(int fd, std::vector<std::pair<uint64_t, int>>* first) {
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return;
+  for (const auto& [inode, taken] : *first) {
+    if (inode == static_cast<uint64_t>(st.st_ino)) {
+      share_fd(taken, fd);
+      return;
+    }
+  }
+  int domain = 0, type = 0, protocol = 0, listening = 0;
+  socklen_t len = sizeof(int);
+  auto option = [&](int name, int* value) {
+    len = sizeof(int);
+    return sys::real().getsockopt(fd, SOL_SOCKET, name, value, &len) == 0;
+  };
+  if (!option(SO_DOMAIN, &domain) || !option(SO_TYPE, &type) || !option(SO_PROTOCOL, &protocol) ||
+      !option(SO_ACCEPTCONN, &listening))
+    return;
+  if ((domain != AF_INET && domain != AF_INET6) || type != SOCK_STREAM || listening != 0) return;
+  sockaddr_storage local{}, peer{};
+  socklen_t local_len = sizeof local, peer_len = sizeof peer;
+  if (sys::real().getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+      sys::real().getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0)
+    return;  // not connected
+  std::shared_ptr<RendezvousBoard> board =
+      RendezvousBoard::open_named(reinterpret_cast<sockaddr*>(&local), local_len);
+  if (!board || !board->shared()) return;  // not accepted from a listener of ours that others serve
+  SocketRef ref = register_socket(fd, domain, type, protocol, SocketRole::kAccepted);
+  if (!ref) return;
+  first->emplace_back(static_cast<uint64_t>(st.st_ino), fd);
+  choose_initial_path(ref.get());
+  if (!offload_allowed(ref.get(), core::Role::kServer, reinterpret_cast<sockaddr*>(&local))) return;
+  auto* stream = new (std::nothrow) StreamSocket(UpgradeRole::kServer, 0);
+  if (stream == nullptr || !attach(ref.get(), stream)) return;
+  copy_kernel_options(fd, stream);
+  VSOCK_LOG(kDebug, "fd %d: a connection inherited across exec from a listener of process %u: claimed at its first use",
+            fd, board->owner());
+  stream->await_claim(std::move(board));
+}
+
+}  // namespace
+
+void adopt_inherited_connections() {
+  sys::ReentryGuard guard;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return;
+  const int own = ::dirfd(dir);
+  std::vector<int> fds;
+  while (dirent* entry = ::readdir(dir)) {
+    if (fds.size() >= 1024) break;  // bounded: inherited connections come first
+    char* end = nullptr;
+    long fd = std::strtol(entry->d_name, &end, 10);
+    if (end != entry->d_name && *end == '\0' && fd >= 0 && fd != own && fd <= INT_MAX) fds.push_back(static_cast<int>(fd));
+  }
+  ::closedir(dir);
+  std::vector<std::pair<uint64_t, int>> first;
+  for (int fd : fds) adopt_if_inherited_connection(fd, &first);
+}
+
 void finish_streams_at_exit() {
   sys::ReentryGuard guard;
   for_each_socket([](int, const SocketRef& ref) {
@@ -253,8 +346,7 @@ void on_socket_released(SocketState* state) {
     if (engine != nullptr) engine->on_closed(stream, drain);
     stream->release();
   }
-  std::shared_ptr<RendezvousBoard> board = key != 0 ? listener_board(state) : nullptr;
-  if (key != 0) forget_listener_board(state);
+  std::shared_ptr<RendezvousBoard> board = key != 0 ? release_listener_board(state) : nullptr;
   if (key != 0 && engine != nullptr) engine->stop_listening(key, board.get());
 }
 

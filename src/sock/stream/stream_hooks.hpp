@@ -37,6 +37,13 @@ void on_accepted(int fd, SocketState* listener, SocketState* accepted);
 // their rdma_cm side once the parent has exited (DESIGN decision 2).
 void adopt_inherited_listeners();
 
+// A fresh image (after exec): the connected TCP sockets it inherited that
+// a listener of this user's accepted, and that another process of ours may
+// serve (its named board is shared: inetd's handlers), are taken into the
+// fd table awaiting their claim, which their first use makes here
+// (docs/protocol.md §1.1). Others stay the kernel's.
+void adopt_inherited_connections();
+
 // setsockopt() of an option the RDMA path cannot honour: the socket stays
 // on (or goes back to) TCP while it still can.
 void on_unsupported_option(SocketState* state, int level, int name);

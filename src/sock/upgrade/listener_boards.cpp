@@ -1,6 +1,7 @@
 #include "sock/upgrade/listener_boards.hpp"
 
 #include <pthread.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <map>
@@ -53,6 +54,31 @@ std::shared_ptr<RendezvousBoard> listener_board(const SocketState* listener) {
 void forget_listener_board(const SocketState* listener) {
   std::lock_guard<std::mutex> held(g_lock);
   g_boards->erase(listener);
+}
+
+namespace {
+
+void unlink_if_alone(RendezvousBoard& board) {
+  if (board.named() && board.owner() == static_cast<uint32_t>(::getpid()) && !board.shared()) board.unlink_name();
+}
+
+}  // namespace
+
+std::shared_ptr<RendezvousBoard> release_listener_board(const SocketState* listener) {
+  std::shared_ptr<RendezvousBoard> board;
+  {
+    std::lock_guard<std::mutex> held(g_lock);
+    auto it = g_boards->find(listener);
+    if (it == g_boards->end()) return nullptr;
+    board = std::move(it->second);
+    g_boards->erase(it);
+  }
+  unlink_if_alone(*board);
+  return board;
+}
+
+void release_listener_boards_at_exit() {
+  for (const std::shared_ptr<RendezvousBoard>& board : all_listener_boards()) unlink_if_alone(*board);
 }
 
 }  // namespace vsock::sock

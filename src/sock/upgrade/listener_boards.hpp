@@ -12,9 +12,19 @@
 
 namespace vsock::sock {
 
+// The listen_key of a listener that joined another process's board (same
+// port, SO_REUSEPORT): it has no rdma_cm side of its own in the engine.
+inline constexpr uint64_t kJoinedBoardKey = ~uint64_t{0};
+
 void remember_listener_board(const SocketState* listener, std::shared_ptr<RendezvousBoard> board);
 std::shared_ptr<RendezvousBoard> listener_board(const SocketState* listener);
 void forget_listener_board(const SocketState* listener);
+// The listener is closed here: forgets its board and returns it; removes
+// the board's name if this process owns it and no other process can hold
+// the listener (no fork, nobody joined): a new listen() makes a new one.
+std::shared_ptr<RendezvousBoard> release_listener_board(const SocketState* listener);
+// At exit: removes the names of the boards only this process used.
+void release_listener_boards_at_exit();
 // Bumped by every fork() as it starts (the child inherits the new value): a
 // socket accepted before the latest fork may be served by the other process.
 uint64_t fork_generation();

@@ -58,6 +58,8 @@ void RendezvousBoard::init(BoardMemory* memory) {
   pthread_mutexattr_init(&attributes);
   pthread_mutexattr_setpshared(&attributes, PTHREAD_PROCESS_SHARED);
   pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
+  memory->magic = BoardMemory::kMagic;
+  memory->size = sizeof(BoardMemory);
   pthread_mutex_init(&memory->lock, &attributes);
   pthread_mutexattr_destroy(&attributes);
   memory->address = sockaddr_storage{};
