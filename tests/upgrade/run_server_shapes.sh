@@ -4,18 +4,21 @@
 # The server shapes of issue 10 (tests/upgrade/server_shapes.c: pre-fork
 # workers, the same with an accept lock, daemon() after listen(), a fork
 # per connection, a listener closed after each accept, threads sharing a
-# listener), each first without the library (the kernel's time per
+# listener, workers that each listen on one port with SO_REUSEPORT, and
+# inetd's shape: accept, fork, exec a handler with the connection as its
+# stdin/stdout), each first without the library (the kernel's time per
 # connection), then with both ends preloaded. Each connection echoes
 # VSOCK_SHAPES_BYTES (default 1 MiB), checked byte for byte, over
 # VSOCK_SHAPES_CONNS (default 20) sequential connections. Preloaded, the
 # client's counters must show every connection upgraded and at least 90 %
 # of its bytes over RDMA, and the device's packet counter must have grown.
+# VSOCK_TEST_KEEP=1 keeps the logs (in $TMPDIR, default /tmp).
 source "$(dirname "$0")/upgrade_test_lib.sh"
 [ $# -ge 2 ] || { echo "usage: $0 SERVER_SHAPES PRELOAD [SHAPE...]"; exit 2; }
 bin=$(ut_abs "$1") preload=$(ut_abs "$2")
 shift 2
 shapes=("$@")
-[ ${#shapes[@]} -gt 0 ] || shapes=(prefork prefork-lock daemon fork-per-conn listen-once threads)
+[ ${#shapes[@]} -gt 0 ] || shapes=(prefork prefork-lock daemon fork-per-conn listen-once threads reuseport inetd)
 addr=$(ut_address)
 # This test is about where the upgrade happens, not how fast: with two
 # guests booted side by side (ctest -j2) one rdma_cm round trip under TCG
@@ -24,12 +27,12 @@ addr=$(ut_address)
 export VSOCK_UPGRADE_TIMEOUT_MS=${VSOCK_UPGRADE_TIMEOUT_MS:-3000}
 conns=${VSOCK_SHAPES_CONNS:-20}
 bytes=${VSOCK_SHAPES_BYTES:-1048576}
-work=$(mktemp -d /tmp/vsock-shapes.XXXXXX) || exit 2
+work=$(mktemp -d "${TMPDIR:-/tmp}/vsock-shapes.XXXXXX") || exit 2
 cd /tmp
 server_pid=""
 cleanup() {
   [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null
-  rm -rf "$work"
+  if [ "${VSOCK_TEST_KEEP:-0}" = 1 ]; then echo "kept $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 

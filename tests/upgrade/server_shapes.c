@@ -9,8 +9,17 @@
  *     listen-once    listen, accept one connection, close the listener,
  *                    serve; again for the next connection
  *     threads N      N threads accept on one listener
+ *     reuseport N    N workers, each with its own listener on one port
+ *                    (SO_REUSEPORT), each accepting and serving
+ *     inetd          accept, fork, and exec `server_shapes handler` with the
+ *                    connection as its stdin and stdout (inetd's "nowait"
+ *                    services); the parent closes its copy
  *   The server writes its port (and for `daemon` its pid) to PORTFILE and
  *   runs until SIGTERM (every process it made exits too).
+ *
+ *   server_shapes handler
+ *     Echoes fd 0 to fd 1 until the end of fd 0 (the exec'd image of
+ *     `inetd`: it knows the connection only as inherited fds).
  *
  *   server_shapes client ADDR PORTFILE CONNECTIONS BYTES
  *     Sequential connections, each echoing BYTES (written and read back in
@@ -83,20 +92,35 @@ static void serve(int fd) {
   close(fd);
 }
 
-static int make_listener(const char* addr, int port) {
+/* The handler of `inetd`: stdin and stdout are the connection. */
+static int run_handler(void) {
+  static char buf[CHUNK];
+  for (;;) {
+    ssize_t n = read(0, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n == 0 ? 0 : 1;
+    if (write_all(1, buf, (size_t)n) != 0) return 1;
+  }
+}
+
+/* A socket bound to ADDR:PORT; listening unless `listen_too` is 0. */
+static int make_socket(const char* addr, int port, int reuseport, int listen_too) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) die("socket");
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (reuseport && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0) die("SO_REUSEPORT");
   struct sockaddr_in sa;
   memset(&sa, 0, sizeof sa);
   sa.sin_family = AF_INET;
   sa.sin_port = htons((uint16_t)port);
   if (inet_pton(AF_INET, addr, &sa.sin_addr) != 1) die("address");
   if (bind(fd, (struct sockaddr*)&sa, sizeof sa) != 0) die("bind");
-  if (listen(fd, 64) != 0) die("listen");
+  if (listen_too && listen(fd, 64) != 0) die("listen");
   return fd;
 }
+
+static int make_listener(const char* addr, int port) { return make_socket(addr, port, 0, 1); }
 
 static int port_of(int fd) {
   struct sockaddr_in sa;
@@ -161,6 +185,38 @@ static int run_server(const char* shape, const char* addr, const char* portfile,
   install_term_handler();
   if (n < 1) n = 1;
   if (n > MAX_WORKERS) n = MAX_WORKERS;
+  if (strcmp(shape, "reuseport") == 0) {
+    /* The port: a bound socket (never listening, so it takes no connection)
+     * holds it until every worker listens on it. */
+    int holder = make_socket(addr, 0, 1, 0);
+    int port = port_of(holder);
+    int ready[2];
+    if (pipe(ready) != 0) die("pipe");
+    for (int i = 0; i < n; ++i) {
+      pid_t pid = fork();
+      if (pid < 0) die("fork");
+      if (pid == 0) {
+        close(holder);
+        close(ready[0]);
+        int listener = make_socket(addr, port, 1, 1);
+        if (write(ready[1], "r", 1) != 1) die("ready");
+        close(ready[1]);
+        accept_loop(listener, NULL);
+        exit(0);
+      }
+      workers[worker_count++] = pid;
+    }
+    close(ready[1]);
+    char c;
+    for (int i = 0; i < n; ++i)
+      if (read(ready[0], &c, 1) != 1) die("a worker did not listen");
+    close(ready[0]);
+    close(holder);
+    write_portfile(portfile, port);
+    wait_for_term();
+    stop_workers();
+    return 0;
+  }
   if (strcmp(shape, "listen-once") == 0) {
     int port = 0;
     while (!stopping) {
@@ -213,6 +269,29 @@ static int run_server(const char* shape, const char* addr, const char* portfile,
         close(listener);
         serve(fd);
         exit(0);
+      }
+      close(fd);
+    }
+    return 0;
+  }
+  if (strcmp(shape, "inetd") == 0) {
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) die("readlink /proc/self/exe");
+    self[len] = 0;
+    signal(SIGCHLD, SIG_IGN);  /* no zombies */
+    while (!stopping) {
+      int fd = accept_one(listener);
+      if (fd < 0) break;
+      pid_t pid = fork();
+      if (pid < 0) die("fork");
+      if (pid == 0) {
+        signal(SIGCHLD, SIG_DFL);
+        if (dup2(fd, 0) != 0 || dup2(fd, 1) != 1) _exit(2);
+        if (fd > 1) close(fd);
+        close(listener);
+        execl(self, "server_shapes", "handler", (char*)NULL);
+        _exit(127);
       }
       close(fd);
     }
@@ -318,10 +397,12 @@ static int run_client(const char* addr, const char* portfile, int connections, s
 int main(int argc, char** argv) {
   if (argc >= 5 && strcmp(argv[1], "server") == 0)
     return run_server(argv[2], argv[3], argv[4], argc > 5 ? atoi(argv[5]) : 1);
+  if (argc == 2 && strcmp(argv[1], "handler") == 0) return run_handler();
   if (argc == 6 && strcmp(argv[1], "client") == 0)
     return run_client(argv[2], argv[3], atoi(argv[4]), (size_t)strtoull(argv[5], NULL, 0));
   fprintf(stderr,
           "usage: server_shapes server SHAPE ADDR PORTFILE [N]\n"
+          "       server_shapes handler\n"
           "       server_shapes client ADDR PORTFILE CONNECTIONS BYTES\n");
   return 2;
 }
