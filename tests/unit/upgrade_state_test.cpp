@@ -21,7 +21,7 @@ constexpr E kAllEvents[] = {
     E::kConnectStarted, E::kRequestAccepted, E::kDeclined,   E::kCmEstablished,  E::kCmRejected,
     E::kCmNoListener,   E::kCmUnreachable,   E::kCmTimeout,  E::kCmError,        E::kSwitchSent,
     E::kSwitchReceived, E::kTcpEof,          E::kTcpReset,   E::kTransportError, E::kProtocolError,
-    E::kBoundReceived,  E::kCmRefused,       E::kNoResources,
+    E::kBoundReceived,  E::kCmRefused,       E::kNoResources,    E::kWriteShut,
 };
 
 // A reachable state: the events that lead there from kKernel.
@@ -146,6 +146,22 @@ const std::vector<Rule>& rules() {
         {"server-switched", E::kTcpEof, stay(P::kSwitched)},
         {"server-switched", E::kTcpReset, reset(ECONNRESET)},
         {"server-switched", E::kTransportError, reset(ECONNRESET)},
+        // shutdown(SHUT_WR): a client before its Switch can no longer put
+        // its token on TCP, so it stays there; after it (and the server,
+        // which sends no token) nothing changes.
+        {"client-kernel", E::kWriteShut, stay(P::kKernel)},
+        {"client-connecting", E::kWriteShut, fallback(R::kPeerClosed)},
+        {"client-established", E::kWriteShut, fallback(R::kPeerClosed)},
+        {"client-bound", E::kWriteShut, fallback(R::kPeerClosed)},
+        {"client-sent", E::kWriteShut, stay(P::kEstablished)},
+        {"client-switched", E::kWriteShut, stay(P::kSwitched)},
+        {"server-kernel", E::kWriteShut, stay(P::kKernel)},
+        {"server-accepting", E::kWriteShut, stay(P::kAccepting)},
+        {"server-established", E::kWriteShut, stay(P::kEstablished)},
+        {"server-received-early", E::kWriteShut, stay(P::kEstablished)},
+        {"server-received", E::kWriteShut, stay(P::kEstablished)},
+        {"server-switched-early", E::kWriteShut, stay(P::kSwitched)},
+        {"server-switched", E::kWriteShut, stay(P::kSwitched)},
     };
     // Fallback is terminal: late news of the abandoned attempt and the
     // kernel's own change nothing; starting over or switching is a bug.

@@ -475,6 +475,15 @@ bool StreamSocket::on_last_close() {
   if (kernel_only()) return false;
   if (!upgrade_.committed() || !channel_) {
     // Nothing of ours can be in a ring: the kernel's close is the whole story.
+    // An upgrade still under way ends here: counted as the peer counts our
+    // close (the TCP connection ended before the upgrade did), so that
+    // every attempt is either done or has its reason.
+    const UpgradePhase phase = upgrade_.phase();
+    if (!upgrade_.committed() && (phase == UpgradePhase::kConnecting || phase == UpgradePhase::kAccepting ||
+                                  phase == UpgradePhase::kEstablished)) {
+      VSOCK_LOG(kDebug, "fd %d: stays on TCP: closed before the upgrade completed (%s)", fd_hint_, phase_name(phase));
+      count_fallback(FallbackReason::kPeerClosed);
+    }
     upgrade_.on(UpgradeEvent::kDeclined);
     become_kernel_only();
     return false;

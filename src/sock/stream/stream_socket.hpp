@@ -321,8 +321,9 @@ class StreamSocket final : public ManagedSocket {
   // Client: writes the token on TCP once our Switch is delivered (non-
   // blocking; true when nothing is owed any more).
   bool flush_token_locked();
-  // Client, before an urgent byte (TCP's): waits (bounded, the lock let go
-  // while it sleeps) until the token is on TCP.
+  // Client, before an urgent byte (TCP's) or shutdown(SHUT_WR) (the FIN):
+  // waits (bounded, the lock let go while it sleeps) until the token is on
+  // TCP.
   void flush_token_before_urgent_locked(std::unique_lock<std::mutex>& held);
   // Takes every message the channel holds: Bound, Switch, Revert.
   void take_peer_messages();

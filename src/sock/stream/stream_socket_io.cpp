@@ -390,12 +390,19 @@ core::Result<bool> StreamSocket::shutdown(int fd, int how) {
     flush_resend_locked();
     return R::ok(true);
   }
+  // Our token goes on TCP before the kernel's FIN (§2): after the FIN it
+  // cannot, and the server would take our Switch for a forgery and drop
+  // what we wrote into its ring since. Bounded as for an urgent byte.
+  if (how != SHUT_RD && token_owed_ && !kernel_only()) flush_token_before_urgent_locked(held);
   if (sys::real().shutdown(fd, how) != 0) return R::fail(errno);
   if (kernel_only()) return R::ok(true);
   if (how == SHUT_RD || how == SHUT_RDWR) read_shut_ = true;
   if (how == SHUT_WR || how == SHUT_RDWR) {
     write_shut_ = true;
     if (writer_.switched() && channel_) channel_->shutdown_write();
+    // A client that has not switched yet never will (no token can follow
+    // the FIN): on TCP for good, rather than a Switch the server refuses.
+    else apply(upgrade_.on(UpgradeEvent::kWriteShut));
   }
   return R::ok(true);
 }

@@ -64,6 +64,11 @@ UpgradeAction UpgradeState::on(UpgradeEvent event) {
       return fall_back(FallbackReason::kTransportError, "queue pair failed before the switch");
     case UpgradeEvent::kProtocolError:
       return fail(EPROTO, "peer broke the protocol");
+    case UpgradeEvent::kWriteShut:
+      // Nothing of ours is in a ring yet, and the token could not follow.
+      if (client && !sent_ && phase_ != UpgradePhase::kKernel)
+        return fall_back(FallbackReason::kPeerClosed, "TCP writing shut before the client's Switch");
+      return UpgradeAction::kNone;
   }
   return illegal(event);
 }
@@ -224,6 +229,7 @@ const char* event_name(UpgradeEvent event) {
     case UpgradeEvent::kTcpReset: return "tcp-reset";
     case UpgradeEvent::kTransportError: return "transport-error";
     case UpgradeEvent::kProtocolError: return "protocol-error";
+    case UpgradeEvent::kWriteShut: return "write-shut";
   }
   return "?";
 }

@@ -57,6 +57,11 @@ enum class UpgradeEvent : uint8_t {
   kTcpReset,         // the kernel socket was reset (ECONNRESET, EPIPE)
   kTransportError,   // the queue pair failed (error completion, DISCONNECTED)
   kProtocolError,    // a value from the peer failed a check
+  // Our application shut the TCP connection's writing side (shutdown
+  // SHUT_WR, its FIN sent). A client that has not sent its Switch yet can
+  // never switch: its token must follow its TCP part on TCP (protocol.md
+  // §2), and nothing can follow a FIN.
+  kWriteShut,
 };
 
 enum class FallbackReason : uint8_t {
@@ -67,7 +72,7 @@ enum class FallbackReason : uint8_t {
   kUnreachable,
   kTimeout,
   kLocalError,
-  kPeerClosed,      // the TCP connection ended before the upgrade did
+  kPeerClosed,      // the TCP connection (or the client's writing side of it) ended before the upgrade did
   kTransportError,  // the queue pair failed before anything was switched
   kRefused,         // the server refused this connection only (not remembered)
   kNoRequest,       // server: accepted, and no request came for it in time
