@@ -242,6 +242,10 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
     if (n > 0) {
       if (switch_came_since_look_locked()) return recv_once(fd, iov, count, flags, false);
       plan.tcp_length = static_cast<size_t>(n);
+    } else if (n < 0 && errno == EAGAIN) {
+      // Nothing looked at, so nothing may be taken: what arrives after the
+      // look can be the token (churn test: 1 cycle in 10,000 read it as data).
+      return R::fail(EAGAIN);
     }
   }
   if (plan.tcp_length > 0) {
