@@ -1,6 +1,9 @@
 #include "core/log.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -24,6 +27,27 @@ void raw_write_all(int fd, const char* data, size_t len) {
     data += n;
     len -= static_cast<size_t>(n);
   }
+}
+
+// A stderr that is a network connection belongs to the application's peer:
+// inetd hands its services the connection as stdin, stdout and stderr, and
+// a log line there would be bytes in the application's stream. (A unix
+// socket, journald's, is a log.)
+bool is_network_socket(int fd) {
+  struct stat st{};
+  if (::syscall(SYS_fstat, fd, &st) != 0 || !S_ISSOCK(st.st_mode)) return false;
+  int domain = 0;
+  socklen_t len = sizeof domain;
+  if (::syscall(SYS_getsockopt, fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0) return false;
+  return domain == AF_INET || domain == AF_INET6;
+}
+
+// Where a line goes: the log file, or stderr unless that is a network
+// connection (then nowhere: docs/configuration.md, log_file).
+void write_line(const char* data, size_t len) {
+  const int fd = g_fd.load();
+  if (fd == 2 && is_network_socket(fd)) return;
+  raw_write_all(fd, data, len);
 }
 
 }  // namespace
@@ -60,7 +84,7 @@ void log_set_level(LogLevel level) { g_level.store(static_cast<int>(level)); }
 
 bool log_enabled(LogLevel level) { return static_cast<int>(level) <= g_level.load(std::memory_order_relaxed); }
 
-void log_write_line(const char* text, size_t len) { raw_write_all(g_fd.load(), text, len); }
+void log_write_line(const char* text, size_t len) { write_line(text, len); }
 
 void log_message(LogLevel level, const char* format, ...) {
   char line[1024];
@@ -82,7 +106,7 @@ void log_message(LogLevel level, const char* format, ...) {
   size_t len = static_cast<size_t>(head) + (body < 0 ? 0 : static_cast<size_t>(body));
   if (len > sizeof line - 2) len = sizeof line - 2;
   line[len++] = '\n';
-  raw_write_all(g_fd.load(), line, len);
+  write_line(line, len);
 }
 
 }  // namespace vsock::core

@@ -18,6 +18,9 @@ bool log_open_file(const char* path);
 void log_set_level(LogLevel level);
 bool log_enabled(LogLevel level);
 // Writes one preformatted line to the log destination, whatever the level.
+// Lines for stderr are dropped while stderr is a TCP/UDP socket (an inetd
+// service's connection): the library never writes into the application's
+// stream.
 void log_write_line(const char* text, size_t len);
 void log_message(LogLevel level, const char* format, ...) __attribute__((format(printf, 2, 3)));
 
