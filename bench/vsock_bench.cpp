@@ -694,20 +694,32 @@ int run_udp_latency(const Options& o) {
       (void)recv(fd, in.data(), in.size(), 0);
     usleep(200000);
   }
+  // Where each answered round trip went (µs): in send(), waiting in
+  // poll(), in the recv() that took the answer. The medians are printed
+  // beside the round trip's (send_p50_us= wait_p50_us= recv_p50_us=).
+  std::vector<double> in_send, in_wait, in_recv;
   // Sends `seq` and waits for its echo, skipping late replies to earlier,
   // timed-out datagrams; false when none came within kUdpReplyTimeoutMs.
   auto round_trip = [&](uint64_t seq) {
     std::memcpy(out.data(), &seq, sizeof seq);
+    const double t0 = now_seconds();
     if (send(fd, out.data(), out.size(), 0) != static_cast<ssize_t>(out.size())) die("send udp");
+    const double t1 = now_seconds();
     for (;;) {
       int ready = poll(&pfd, 1, kUdpReplyTimeoutMs);
       if (ready < 0 && errno == EINTR) continue;
       if (ready <= 0) return false;
+      const double t2 = now_seconds();
       ssize_t n = recv(fd, in.data(), in.size(), 0);
       if (n < 0) die("recv udp");
       uint64_t got;
       std::memcpy(&got, in.data(), sizeof got);
-      if (static_cast<size_t>(n) == o.size && got == seq) return true;
+      if (static_cast<size_t>(n) == o.size && got == seq) {
+        in_send.push_back((t1 - t0) * 1e6);
+        in_wait.push_back((t2 - t1) * 1e6);
+        in_recv.push_back((now_seconds() - t2) * 1e6);
+        return true;
+      }
     }
   };
   if (!bench::measure_round_trips(o.warmup, o.iters, o.seconds, round_trip, &samples, &lost)) {
@@ -715,7 +727,17 @@ int run_udp_latency(const Options& o) {
     return 1;
   }
   close(fd);
-  print_latency(o, samples, lost);
+  // The measured round trips are the last answered ones (the warm-up's came first).
+  auto median_of_measured = [&](std::vector<double>& phase) {
+    std::vector<double> tail(phase.end() - static_cast<long>(std::min(phase.size(), samples.size())), phase.end());
+    if (tail.empty()) return 0.0;
+    std::nth_element(tail.begin(), tail.begin() + static_cast<long>(tail.size() / 2), tail.end());
+    return tail[tail.size() / 2];
+  };
+  char phases[128];
+  std::snprintf(phases, sizeof phases, " send_p50_us=%.2f wait_p50_us=%.2f recv_p50_us=%.2f", median_of_measured(in_send),
+                median_of_measured(in_wait), median_of_measured(in_recv));
+  print_latency(o, samples, lost, phases);
   return 0;
 }
 
