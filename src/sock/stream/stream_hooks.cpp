@@ -68,17 +68,18 @@ void copy_kernel_options(int fd, StreamSocket* stream) {
   if (sys::real().getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &no_delay, &len) == 0) stream->set_no_delay(no_delay != 0);
 }
 
-// Another live process listens on this port already (SO_REUSEPORT) and
-// owns its rdma_cm listener, which takes every request of the port: the
-// connections this listener accepts are claimed on that process's board by
-// the process that serves them, as after a fork (docs/protocol.md §1.1).
-bool join_listener_board(SocketState* state, std::shared_ptr<RendezvousBoard> board) {
+// Another live process — or another listening socket of this one — listens
+// on this port already (SO_REUSEPORT) and owns its rdma_cm listener, which
+// takes every request of the port: the connections this listener accepts
+// are claimed on that board by the process that serves them, as after a
+// fork (docs/protocol.md §1.1).
+bool join_listener_board(int fd, SocketState* state, std::shared_ptr<RendezvousBoard> board) {
   uint64_t expected = 0;
   if (!state->listen_key.compare_exchange_strong(expected, kJoinedBoardKey)) return false;
   board->mark_shared();
-  VSOCK_LOG(kDebug, "listener joins the rendezvous board of process %u (a port shared with SO_REUSEPORT)",
+  VSOCK_LOG(kDebug, "listener fd %d joins the rendezvous board of process %u (a port shared with SO_REUSEPORT)", fd,
             board->owner());
-  remember_listener_board(state, std::move(board));
+  remember_listener_board(state, std::move(board), fd);
   return true;
 }
 
@@ -130,10 +131,15 @@ bool on_listening(int fd, SocketState* state) {
   // Where the processes that will share this listener meet (a board per
   // listen(), named where it can be; none if no mapping can be made: then
   // only this process upgrades its connections).
+  // A second listener of this process on the port (SO_REUSEPORT: nginx's
+  // `reuseport` opens one per worker in its master, then forks) joins the
+  // first one's board: rdma_cm has one listener per port.
+  if (std::shared_ptr<RendezvousBoard> own = live_listener_board(reinterpret_cast<sockaddr*>(&local), len))
+    return join_listener_board(fd, state, std::move(own));
   bool joined = false;
   std::shared_ptr<RendezvousBoard> board =
       RendezvousBoard::create_named(reinterpret_cast<sockaddr*>(&local), len, &joined);
-  if (joined) return join_listener_board(state, std::move(board));
+  if (joined) return join_listener_board(fd, state, std::move(board));
   if (!board) board = RendezvousBoard::create();
   uint64_t key = engine->listen(fd, board);
   uint64_t expected = 0;
@@ -141,7 +147,7 @@ bool on_listening(int fd, SocketState* state) {
     engine->stop_listening(key);
     return false;
   }
-  if (key != 0 && board) remember_listener_board(state, std::move(board));
+  if (key != 0 && board) remember_listener_board(state, std::move(board), fd);
   if (key == 0 && board) board->unlink_name();  // nobody takes requests on it
   return key != 0;
 }
@@ -150,9 +156,14 @@ void on_listen_failed(SocketState* state) {
   uint64_t key = state->listen_key.exchange(0);
   if (key == 0) return;
   sys::ReentryGuard guard;
-  release_listener_board(state);
+  ReleasedBoard released = release_listener_board(state, key);
+  UpgradeEngine* engine = running_upgrade_engine();
+  if (released.still_used) {
+    if (key != kJoinedBoardKey && engine != nullptr) engine->listener_moved(key, released.heir_fd);
+    return;
+  }
   if (key == kJoinedBoardKey) return;
-  if (UpgradeEngine* engine = running_upgrade_engine()) engine->stop_listening(key);
+  if (engine != nullptr) engine->stop_listening(key);
 }
 
 void on_accepted(int fd, SocketState* listener, SocketState* accepted) {
@@ -346,8 +357,15 @@ void on_socket_released(SocketState* state) {
     if (engine != nullptr) engine->on_closed(stream, drain);
     stream->release();
   }
-  std::shared_ptr<RendezvousBoard> board = key != 0 ? release_listener_board(state) : nullptr;
-  if (key != 0 && engine != nullptr) engine->stop_listening(key, board.get());
+  if (key == 0) return;
+  // Another listener of this process on the port goes on with the board
+  // (and takes this one's rdma_cm side over): nothing stops.
+  ReleasedBoard released = release_listener_board(state, key);
+  if (released.still_used) {
+    if (key != kJoinedBoardKey && engine != nullptr) engine->listener_moved(key, released.heir_fd);
+    return;
+  }
+  if (engine != nullptr) engine->stop_listening(key, released.board.get());
 }
 
 namespace {

@@ -194,6 +194,7 @@ class Engine final : public UpgradeEngine {
   bool peer_failed_recently(const sockaddr* peer, socklen_t peer_len) override;
   uint64_t listen(int fd, std::shared_ptr<RendezvousBoard> board) override;
   void stop_listening(uint64_t key, const RendezvousBoard* board) override;
+  void listener_moved(uint64_t key, int fd) override;
   void close_listener(std::map<uint64_t, std::unique_ptr<Listener>>::iterator it);
   void close_lingering(uint16_t port);
   void adopt_listeners(const std::vector<std::shared_ptr<RendezvousBoard>>& boards) override;

@@ -51,6 +51,12 @@ void Engine::stop_listening(uint64_t key, const RendezvousBoard* board) {
   close_listener(it);
 }
 
+void Engine::listener_moved(uint64_t key, int fd) {
+  std::lock_guard<std::mutex> held(mu_);
+  auto it = listeners_.find(key);
+  if (it != listeners_.end()) it->second->fd = fd;
+}
+
 // Whether what the listener accepted may still need its rdma_cm side: a
 // socket waits for its request, a request for its claim, or a socket of a
 // shared listener for its first use (the claim). Under the engine's lock.

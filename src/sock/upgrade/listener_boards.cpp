@@ -8,16 +8,26 @@
 #include <mutex>
 #include <new>
 
+#include "sock/upgrade/process_liveness.hpp"
+#include "sock/wire/endpoint.hpp"
+
 namespace vsock::sock {
 namespace {
+
+struct Entry {
+  std::shared_ptr<RendezvousBoard> board;
+  int fd = -1;
+};
 
 std::mutex g_lock;
 std::atomic<uint64_t> g_forks{0};
 // Never destroyed: listeners may be closed by static destructors at exit.
-auto* g_boards = new std::map<const SocketState*, std::shared_ptr<RendezvousBoard>>();
+// The states are the listening sockets' (live while they are here: a
+// socket's release takes its entry out).
+auto* g_boards = new std::map<SocketState*, Entry>();
 
 void mark_all_shared() {
-  for (auto& [state, board] : *g_boards) board->mark_shared();
+  for (auto& [state, entry] : *g_boards) entry.board->mark_shared();
 }
 
 // The fork copies the map under the lock; both processes now share every
@@ -40,20 +50,44 @@ __attribute__((constructor)) void install_fork_handlers() { pthread_atfork(befor
 
 }  // namespace
 
-void remember_listener_board(const SocketState* listener, std::shared_ptr<RendezvousBoard> board) {
+void remember_listener_board(SocketState* listener, std::shared_ptr<RendezvousBoard> board, int fd) {
   std::lock_guard<std::mutex> held(g_lock);
-  (*g_boards)[listener] = std::move(board);
+  (*g_boards)[listener] = Entry{std::move(board), fd};
 }
 
 std::shared_ptr<RendezvousBoard> listener_board(const SocketState* listener) {
   std::lock_guard<std::mutex> held(g_lock);
-  auto it = g_boards->find(listener);
-  return it == g_boards->end() ? nullptr : it->second;
+  auto it = g_boards->find(const_cast<SocketState*>(listener));
+  return it == g_boards->end() ? nullptr : it->second.board;
 }
 
 void forget_listener_board(const SocketState* listener) {
   std::lock_guard<std::mutex> held(g_lock);
-  g_boards->erase(listener);
+  g_boards->erase(const_cast<SocketState*>(listener));
+}
+
+std::shared_ptr<RendezvousBoard> live_listener_board(const sockaddr* local, socklen_t length) {
+  core::Result<wire::FamilyEndpoint> at = wire::endpoint_from_sockaddr(local, length);
+  if (!at) return nullptr;
+  std::shared_ptr<RendezvousBoard> found;
+  {
+    std::lock_guard<std::mutex> held(g_lock);
+    for (auto& [state, entry] : *g_boards) {
+      sockaddr_storage address{};
+      socklen_t address_len = entry.board->address(&address);
+      if (address_len == 0) continue;
+      core::Result<wire::FamilyEndpoint> its =
+          wire::endpoint_from_sockaddr(reinterpret_cast<sockaddr*>(&address), address_len);
+      if (its && its.value().family == at.value().family && its.value().endpoint == at.value().endpoint) {
+        found = entry.board;
+        break;
+      }
+    }
+  }
+  if (!found) return nullptr;
+  uint32_t owner = found->owner();
+  if (owner != static_cast<uint32_t>(::getpid()) && !process_alive(owner)) return nullptr;
+  return found;
 }
 
 namespace {
@@ -64,17 +98,32 @@ void unlink_if_alone(RendezvousBoard& board) {
 
 }  // namespace
 
-std::shared_ptr<RendezvousBoard> release_listener_board(const SocketState* listener) {
-  std::shared_ptr<RendezvousBoard> board;
+ReleasedBoard release_listener_board(const SocketState* listener, uint64_t key) {
+  ReleasedBoard released;
   {
     std::lock_guard<std::mutex> held(g_lock);
-    auto it = g_boards->find(listener);
-    if (it == g_boards->end()) return nullptr;
-    board = std::move(it->second);
+    auto it = g_boards->find(const_cast<SocketState*>(listener));
+    if (it == g_boards->end()) return released;
+    released.board = std::move(it->second.board);
     g_boards->erase(it);
+    for (auto& [state, entry] : *g_boards) {
+      if (entry.board.get() != released.board.get()) continue;
+      if (key == kJoinedBoardKey || key == 0) {
+        released.still_used = true;
+        break;
+      }
+      // The heir takes the rdma_cm listener's key over, unless it is being
+      // closed itself (its key is 0 by then: its own release follows).
+      uint64_t expected = kJoinedBoardKey;
+      if (state->listen_key.compare_exchange_strong(expected, key)) {
+        released.still_used = true;
+        released.heir_fd = entry.fd;
+        break;
+      }
+    }
   }
-  unlink_if_alone(*board);
-  return board;
+  if (!released.still_used) unlink_if_alone(*released.board);
+  return released;
 }
 
 void release_listener_boards_at_exit() {
@@ -96,7 +145,11 @@ void note_fork_starting() { g_forks.fetch_add(1); }
 std::vector<std::shared_ptr<RendezvousBoard>> all_listener_boards() {
   std::lock_guard<std::mutex> held(g_lock);
   std::vector<std::shared_ptr<RendezvousBoard>> boards;
-  for (auto& [state, board] : *g_boards) boards.push_back(board);
+  for (auto& [state, entry] : *g_boards) {
+    bool seen = false;  // one port's listeners share one board
+    for (const std::shared_ptr<RendezvousBoard>& board : boards) seen = seen || board == entry.board;
+    if (!seen) boards.push_back(entry.board);
+  }
   return boards;
 }
 

@@ -54,6 +54,10 @@ class UpgradeEngine {
   // The listener `key` (or, in a process that took it over, the one of
   // `board`) was closed.
   virtual void stop_listening(uint64_t key, const RendezvousBoard* board = nullptr) = 0;
+  // The listener `key`'s TCP socket was closed, but another listener of
+  // this process on the same port (SO_REUSEPORT) goes on with its rdma_cm
+  // side: `fd` is that one's.
+  virtual void listener_moved(uint64_t key, int fd) = 0;
   // This process goes on with listeners whose owner is on its way out (the
   // child of daemon()): take their rdma_cm side over once the owner is gone.
   virtual void adopt_listeners(const std::vector<std::shared_ptr<RendezvousBoard>>& boards) = 0;
