@@ -4,8 +4,10 @@
 # The server shapes of issue 10 (tests/upgrade/server_shapes.c: pre-fork
 # workers, the same with an accept lock, daemon() after listen(), a fork
 # per connection, a listener closed after each accept, threads sharing a
-# listener, workers that each listen on one port with SO_REUSEPORT, and
-# inetd's shape: accept, fork, exec a handler with the connection as its
+# listener, workers that each listen on one port with SO_REUSEPORT, the
+# same with every listener opened in the master before it forks (nginx's
+# `reuseport`; reuseport-respawn, not in the default list, also replaces
+# a worker and its listener), and inetd's shape: accept, fork, exec a handler with the connection as its
 # stdin/stdout), each first without the library (the kernel's time per
 # connection), then with both ends preloaded. Each connection echoes
 # VSOCK_SHAPES_BYTES (default 1 MiB), checked byte for byte, over
@@ -18,7 +20,7 @@ source "$(dirname "$0")/upgrade_test_lib.sh"
 bin=$(ut_abs "$1") preload=$(ut_abs "$2")
 shift 2
 shapes=("$@")
-[ ${#shapes[@]} -gt 0 ] || shapes=(prefork prefork-lock daemon fork-per-conn listen-once threads reuseport inetd)
+[ ${#shapes[@]} -gt 0 ] || shapes=(prefork prefork-lock daemon fork-per-conn listen-once threads reuseport reuseport-master inetd)
 addr=$(ut_address)
 # This test is about where the upgrade happens, not how fast: with two
 # guests booted side by side (ctest -j2) one rdma_cm round trip under TCG

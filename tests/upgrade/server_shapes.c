@@ -11,6 +11,13 @@
  *     threads N      N threads accept on one listener
  *     reuseport N    N workers, each with its own listener on one port
  *                    (SO_REUSEPORT), each accepting and serving
+ *     reuseport-master N  the master opens N listeners on one port
+ *                    (SO_REUSEPORT, as nginx's `reuseport` does), then forks
+ *                    N workers; each accepts on its own one and closes the
+ *                    others; the master keeps them all (nginx's does)
+ *     reuseport-respawn N  the same; then worker 0 is stopped, the master
+ *                    closes its listener (the first it opened), opens a
+ *                    replacement on the port and forks a new worker for it
  *     inetd          accept, fork, and exec `server_shapes handler` with the
  *                    connection as its stdin and stdout (inetd's "nowait"
  *                    services); the parent closes its copy
@@ -212,6 +219,44 @@ static int run_server(const char* shape, const char* addr, const char* portfile,
       if (read(ready[0], &c, 1) != 1) die("a worker did not listen");
     close(ready[0]);
     close(holder);
+    write_portfile(portfile, port);
+    wait_for_term();
+    stop_workers();
+    return 0;
+  }
+  if (strcmp(shape, "reuseport-master") == 0 || strcmp(shape, "reuseport-respawn") == 0) {
+    int listeners[MAX_WORKERS];
+    listeners[0] = make_socket(addr, 0, 1, 1);
+    int port = port_of(listeners[0]);
+    for (int i = 1; i < n; ++i) listeners[i] = make_socket(addr, port, 1, 1);
+    for (int i = 0; i < n; ++i) {
+      pid_t pid = fork();
+      if (pid < 0) die("fork");
+      if (pid == 0) {
+        for (int j = 0; j < n; ++j)
+          if (j != i) close(listeners[j]);
+        accept_loop(listeners[i], NULL);
+        exit(0);
+      }
+      workers[worker_count++] = pid;
+    }
+    if (strcmp(shape, "reuseport-respawn") == 0) {
+      /* Worker 0 goes (SIGKILL: no exit handlers); its listener, the
+       * master's first, is closed so the kernel sends it nothing more; a
+       * new one takes its place, served by a new worker. */
+      kill(workers[0], SIGKILL);
+      waitpid(workers[0], NULL, 0);
+      close(listeners[0]);
+      listeners[0] = make_socket(addr, port, 1, 1);
+      pid_t pid = fork();
+      if (pid < 0) die("fork");
+      if (pid == 0) {
+        for (int j = 1; j < n; ++j) close(listeners[j]);
+        accept_loop(listeners[0], NULL);
+        exit(0);
+      }
+      workers[0] = pid;
+    }
     write_portfile(portfile, port);
     wait_for_term();
     stop_workers();
