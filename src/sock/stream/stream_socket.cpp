@@ -544,12 +544,7 @@ void StreamSocket::finish_at_exit(int timeout_ms) {
   channel_->close_write();
   flush_locked(held, timeout_ms);
   // The token before the process (and its socket) goes (§2).
-  for (flush_token_locked(); token_owed_ && token_fd_ >= 0 && core::monotonic_ms() < deadline; flush_token_locked()) {
-    pollfd pfd{token_fd_, POLLOUT, 0};
-    held.unlock();
-    sys::real().poll(&pfd, 1, 10);
-    relock(held);
-  }
+  wait_for_token_locked(&held, deadline);
 }
 
 bool StreamSocket::flush_locked(std::unique_lock<std::mutex>& held, int timeout_ms) {

@@ -321,10 +321,17 @@ class StreamSocket final : public ManagedSocket {
   // Client: writes the token on TCP once our Switch is delivered (non-
   // blocking; true when nothing is owed any more).
   bool flush_token_locked();
-  // Client, before an urgent byte (TCP's) or shutdown(SHUT_WR) (the FIN):
-  // waits (bounded, the lock let go while it sleeps) until the token is on
-  // TCP.
-  void flush_token_before_urgent_locked(std::unique_lock<std::mutex>& held);
+  // Client: waits until the token owed is on TCP (§2), or deadline_ms
+  // (monotonic) passes: first for our Switch's delivery, then for room on
+  // TCP. Before an urgent byte or a FIN (TCP's, which must come after it),
+  // at exit and at a handover. `held` is let go while it sleeps; null when
+  // the caller must keep the lock (a handover holds it throughout).
+  void wait_for_token_locked(std::unique_lock<std::mutex>* held, int64_t deadline_ms);
+  // How long an urgent byte or a FIN waits for the token to go before it
+  // (about one round trip: our Switch's acknowledgement), and the slice of
+  // each sleep of that wait.
+  static constexpr int64_t kTokenBeforeTcpMs = 1000;
+  static constexpr int kTokenPollSliceMs = 10;
   // Takes every message the channel holds: Bound, Switch, Revert.
   void take_peer_messages();
   void take_peer_switch(const uint8_t* bytes, size_t length);

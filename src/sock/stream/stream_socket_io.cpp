@@ -124,7 +124,7 @@ core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int
         // Our token goes on TCP before the urgent byte (§2): the server
         // takes the token out of the stream, and a read past an urgent
         // byte that came first would drop it.
-        flush_token_before_urgent_locked(held);
+        wait_for_token_locked(&held, core::monotonic_ms() + kTokenBeforeTcpMs);
         held.unlock();
         core::Result<size_t> rest = send_urgent(fd, window.data(), window.count(), flags);
         if (!rest) return done > 0 ? R::ok(done) : rest;
@@ -397,7 +397,7 @@ core::Result<bool> StreamSocket::shutdown(int fd, int how) {
   // Our token goes on TCP before the kernel's FIN (§2): after the FIN it
   // cannot, and the server would take our Switch for a forgery and drop
   // what we wrote into its ring since. Bounded as for an urgent byte.
-  if (how != SHUT_RD && token_owed_ && !kernel_only()) flush_token_before_urgent_locked(held);
+  if (how != SHUT_RD && token_owed_ && !kernel_only()) wait_for_token_locked(&held, core::monotonic_ms() + kTokenBeforeTcpMs);
   if (sys::real().shutdown(fd, how) != 0) return R::fail(errno);
   if (kernel_only()) return R::ok(true);
   if (how == SHUT_RD || how == SHUT_RDWR) read_shut_ = true;

@@ -147,11 +147,7 @@ void StreamSocket::revert_finish(int fd, int64_t deadline_ms) {
   }
   // Our token (the client's, §2) comes right after our TCP part, before
   // anything else on TCP.
-  for (flush_token_locked(); token_owed_ && token_fd_ >= 0 && core::monotonic_ms() < deadline_ms;
-       flush_token_locked()) {
-    pollfd pfd{token_fd_, POLLOUT, 0};
-    sys::real().poll(&pfd, 1, 10);
-  }
+  wait_for_token_locked(nullptr, deadline_ms);
   if (token_owed_) {
     reset_tcp(fd, "the token could not be written before the handover");
     become_kernel_only();

@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -20,12 +21,6 @@
 #include "sys/real_calls.hpp"
 
 namespace vsock::sock {
-namespace {
-
-// How long an urgent byte waits for the token to go before it (send()).
-constexpr int64_t kTokenBeforeUrgentMs = 1000;
-
-}  // namespace
 
 void StreamSocket::check_token_locked(int fd) {
   if (kernel_only() || !reader_.token_due()) return;
@@ -121,20 +116,27 @@ bool StreamSocket::flush_token_locked() {
   return true;
 }
 
-void StreamSocket::flush_token_before_urgent_locked(std::unique_lock<std::mutex>& held) {
-  // One round trip (our Switch's acknowledgement), bounded: past it the
-  // urgent byte goes first, and the server may lose it (never a data byte).
-  const int64_t until = core::monotonic_ms() + kTokenBeforeUrgentMs;
-  while (token_owed_ && channel_ && !kernel_only() && core::monotonic_ms() < until) {
-    progress_locked();  // takes the Switch's completion, then writes the token
-    if (!token_owed_ || !channel_ || kernel_only()) break;
-    channel_->arm();
-    if (channel_->progress().value() > 0) continue;
-    pollfd pfd{channel_->completion_fd(), POLLIN, 0};
-    held.unlock();
-    sys::real().poll(&pfd, 1, 10);
-    relock(held);
-    if (channel_ && (pfd.revents & POLLIN)) channel_->take_event();
+void StreamSocket::wait_for_token_locked(std::unique_lock<std::mutex>* held, int64_t deadline_ms) {
+  for (;;) {
+    progress_locked();  // takes our Switch's completion, then writes the token (advance)
+    flush_token_locked();
+    if (!token_owed_ || !channel_ || kernel_only()) return;
+    const int64_t left = deadline_ms - core::monotonic_ms();
+    if (left <= 0) return;
+    // Delivered (the token's fd is open): room on TCP is what is missing.
+    // Else the Switch's completion: armed first, and a completion that came
+    // before the arm is looked for (it would raise no event).
+    const bool on_channel = token_fd_ < 0;
+    if (on_channel) {
+      channel_->arm();
+      if (channel_->progress().value() > 0) continue;
+    }
+    pollfd pfd = on_channel ? pollfd{channel_->completion_fd(), POLLIN, 0} : pollfd{token_fd_, POLLOUT, 0};
+    StreamChannel* channel = channel_.get();
+    if (held != nullptr) held->unlock();
+    sys::real().poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, kTokenPollSliceMs)));
+    if (held != nullptr) relock(*held);
+    if (on_channel && channel_.get() == channel && channel_ && (pfd.revents & POLLIN)) channel_->take_event();
   }
 }
 
