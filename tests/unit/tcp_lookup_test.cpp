@@ -1,12 +1,14 @@
 // tcp_connection_in_backlog (src/sock/upgrade/tcp_lookup.*): real loopback
 // connections, found by their 4-tuple while still in the listener's backlog
-// and not after accept(); a 4-tuple with no connection is not found.
+// and not after accept(); a 4-tuple with no connection is not found;
+// tcp_listening_on sees a listening socket, also another process's copy.
 #include "sock/upgrade/tcp_lookup.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -87,6 +89,44 @@ TEST(TcpLookup, DoesNotFindAConnectionThatDoesNotExist) {
   wire::UpgradeRequest forged = request.value();
   forged.client.port = static_cast<uint16_t>(forged.client.port + 1);
   EXPECT_FALSE(tcp_connection_in_backlog(forged));
+}
+
+// tcp_listening_on: a listening socket of the address and port, in any
+// process (here: a forked child's copy after ours is closed).
+TEST(TcpLookup, SeesAListeningSocketOfTheAddressAndPortOnly) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+  socklen_t len = sizeof at;
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&at), &len), 0);
+  EXPECT_FALSE(tcp_listening_on(reinterpret_cast<sockaddr*>(&at), sizeof at));  // bound, not listening
+  ASSERT_EQ(listen(fd, 4), 0);
+  EXPECT_TRUE(tcp_listening_on(reinterpret_cast<sockaddr*>(&at), sizeof at));
+  sockaddr_in other = at;
+  other.sin_addr.s_addr = htonl(0x7f000002);  // 127.0.0.2: another address, same port
+  EXPECT_FALSE(tcp_listening_on(reinterpret_cast<sockaddr*>(&other), sizeof other));
+  int ready[2], go[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(go), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // holds its copy of the listener until told
+    char c = 'r';
+    (void)!write(ready[1], &c, 1);
+    (void)!read(go[0], &c, 1);
+    _exit(0);
+  }
+  char c;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  close(fd);
+  EXPECT_TRUE(tcp_listening_on(reinterpret_cast<sockaddr*>(&at), sizeof at));  // the child's copy
+  ASSERT_EQ(write(go[1], "g", 1), 1);
+  ASSERT_EQ(waitpid(child, nullptr, 0), child);
+  EXPECT_FALSE(tcp_listening_on(reinterpret_cast<sockaddr*>(&at), sizeof at));
+  for (int p : {ready[0], ready[1], go[0], go[1]}) close(p);
 }
 
 }  // namespace

@@ -136,6 +136,19 @@ bool on_listening(int fd, SocketState* state) {
   // first one's board: rdma_cm has one listener per port.
   if (std::shared_ptr<RendezvousBoard> own = live_listener_board(reinterpret_cast<sockaddr*>(&local), len))
     return join_listener_board(fd, state, std::move(own));
+  // This process closed its listeners of the port while others (forked,
+  // joined) listen on it: the rdma_cm side it kept is this one's again.
+  std::shared_ptr<RendezvousBoard> kept;
+  if (uint64_t key = engine->take_kept_listener(fd, reinterpret_cast<sockaddr*>(&local), len, &kept)) {
+    uint64_t expected = 0;
+    if (!state->listen_key.compare_exchange_strong(expected, key)) {
+      engine->stop_listening(key, nullptr);
+      return false;
+    }
+    VSOCK_LOG(kDebug, "listener fd %d takes back the rdma_cm side this process kept for its port", fd);
+    remember_listener_board(state, std::move(kept), fd);
+    return true;
+  }
   bool joined = false;
   std::shared_ptr<RendezvousBoard> board =
       RendezvousBoard::create_named(reinterpret_cast<sockaddr*>(&local), len, &joined);

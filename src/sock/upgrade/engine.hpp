@@ -69,6 +69,9 @@ constexpr int kSwitchPollMs = 5;
 // the claims of requests it holds (the claim comes with the first use of
 // the socket in the process that serves it).
 constexpr int kBoardPollMs = 2;
+// How often a kept listener (Listener::kept) asks whether its port is
+// still listened on (a sock_diag dump of the listening sockets).
+constexpr int64_t kKeptLookMs = 1000;
 // A redirected request is redirected once: a second redirect is refused.
 constexpr int kMaxRedirects = 1;
 // How long a process that inherited a listener waits for the owner it
@@ -172,6 +175,12 @@ struct Listener {
   // it accepted have had their requests (a server that closes its listener
   // right after accept()), settle_ms() at most (0: open).
   int64_t closed_ms = 0;
+  // Closed in this process, the owner of a shared board, while a listening
+  // socket of its address and port lives on (a forked copy, a joined
+  // SO_REUSEPORT listener): the rdma_cm side stays until none does
+  // (looked at every kKeptLookMs), or a listen() here takes it back.
+  bool kept = false;
+  int64_t kept_look_ms = 0;
 };
 class Engine final : public UpgradeEngine {
  public:
@@ -195,6 +204,8 @@ class Engine final : public UpgradeEngine {
   uint64_t listen(int fd, std::shared_ptr<RendezvousBoard> board) override;
   void stop_listening(uint64_t key, const RendezvousBoard* board) override;
   void listener_moved(uint64_t key, int fd) override;
+  uint64_t take_kept_listener(int fd, const sockaddr* local, socklen_t length,
+                              std::shared_ptr<RendezvousBoard>* board) override;
   void close_listener(std::map<uint64_t, std::unique_ptr<Listener>>::iterator it);
   void close_lingering(uint16_t port);
   void adopt_listeners(const std::vector<std::shared_ptr<RendezvousBoard>>& boards) override;
@@ -244,6 +255,8 @@ class Engine final : public UpgradeEngine {
   std::map<uint64_t, std::unique_ptr<Listener>>::iterator listener_entry_of(const RendezvousBoard* board);
   Listener* listener_of(const RendezvousBoard* board);
   bool awaits_requests(const Listener& listener) const;
+  bool listening_elsewhere(const Listener& listener) const;
+  bool still_kept(Listener& listener, int64_t now);
   Listener* rendezvous_listener();
   // Takes over the rdma_cm side of a listener whose owner is gone (a
   // daemon()'s parent). False while the owner lives or holds the port.

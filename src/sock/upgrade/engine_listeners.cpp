@@ -43,12 +43,52 @@ void Engine::stop_listening(uint64_t key, const RendezvousBoard* board) {
   // Connections still in the backlog are reset by the kernel: their
   // upgrades end with them (the clients see DISCONNECTED).
   listener.early.clear();
+  // The owner of a shared board closed its last listener of the port, but
+  // a process it forked, or one that joined, still listens there: the
+  // port's requests still come here, to be redirected to their claimers.
+  if (listener.closed_ms == 0 && !listener.rendezvous && listener.board && listener.board->shared() &&
+      listener.board->owner() == static_cast<uint32_t>(::getpid()) && listening_elsewhere(listener)) {
+    listener.closed_ms = core::monotonic_ms();
+    listener.kept = true;
+    listener.kept_look_ms = listener.closed_ms;
+    listener.fd = -1;
+    VSOCK_LOG(kDebug, "listener closed here, but its port is listened on elsewhere: its rdma_cm side stays");
+    return;
+  }
   if (awaits_requests(listener) && listener.closed_ms == 0) {
     listener.closed_ms = core::monotonic_ms();  // lingers for the requests of what it accepted
     wake();
     return;
   }
   close_listener(it);
+}
+
+// Whether a TCP socket still listens on the board's address and port.
+bool Engine::listening_elsewhere(const Listener& listener) const {
+  sockaddr_storage address{};
+  socklen_t length = listener.board ? listener.board->address(&address) : 0;
+  return length != 0 && tcp_listening_on(reinterpret_cast<sockaddr*>(&address), length);
+}
+
+uint64_t Engine::take_kept_listener(int fd, const sockaddr* local, socklen_t length,
+                                    std::shared_ptr<RendezvousBoard>* board) {
+  core::Result<wire::FamilyEndpoint> at = wire::endpoint_from_sockaddr(local, length);
+  if (!at) return 0;
+  std::lock_guard<std::mutex> held(mu_);
+  for (auto& [key, listener] : listeners_) {
+    if (!listener->kept || !listener->board) continue;
+    sockaddr_storage address{};
+    socklen_t address_len = listener->board->address(&address);
+    core::Result<wire::FamilyEndpoint> its =
+        wire::endpoint_from_sockaddr(reinterpret_cast<sockaddr*>(&address), address_len);
+    if (!its || its.value().family != at.value().family || !(its.value().endpoint == at.value().endpoint)) continue;
+    listener->kept = false;
+    listener->closed_ms = 0;
+    listener->fd = fd;
+    *board = listener->board;
+    return key;
+  }
+  return 0;
 }
 
 void Engine::listener_moved(uint64_t key, int fd) {
@@ -91,7 +131,7 @@ void Engine::close_lingering(uint16_t port) {
   for (auto it = listeners_.begin(); it != listeners_.end();) {
     Listener& listener = *it->second;
     bool done = listener.closed_ms != 0 &&
-                (!awaits_requests(listener) || now - listener.closed_ms >= settle_ms() ||
+                (((!awaits_requests(listener) || now - listener.closed_ms >= settle_ms()) && !still_kept(listener, now)) ||
                  (port != 0 && listener.cm.port() == port));
     if (!done) {
       ++it;
@@ -101,6 +141,18 @@ void Engine::close_lingering(uint16_t port) {
     close_listener(it);
     it = next;
   }
+}
+
+// A kept listener (stop_listening) stays while its port is listened on
+// elsewhere, looked at every kKeptLookMs. Under the engine's lock.
+bool Engine::still_kept(Listener& listener, int64_t now) {
+  if (!listener.kept) return false;
+  if (now - listener.kept_look_ms < kKeptLookMs) return true;
+  listener.kept_look_ms = now;
+  if (listening_elsewhere(listener)) return true;
+  listener.kept = false;
+  VSOCK_LOG(kDebug, "nobody listens on the port of a kept rdma_cm listener any more: closed");
+  return false;
 }
 
 // Every reject says why, so that the client remembers only a refusal of

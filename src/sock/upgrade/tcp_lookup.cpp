@@ -78,4 +78,58 @@ bool tcp_connection_in_backlog(const wire::UpgradeRequest& request) {
   return found;
 }
 
+bool tcp_listening_on(const sockaddr* local, socklen_t length) {
+  core::Result<wire::FamilyEndpoint> at = wire::endpoint_from_sockaddr(local, length);
+  if (!at || local == nullptr) return false;
+  // The socket's own family: a dual-stack listener on :: is AF_INET6.
+  const int family = local->sa_family;
+  if (family != AF_INET && family != AF_INET6) return false;
+  int fd = sys::real().socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (fd < 0) return false;
+  struct {
+    nlmsghdr header;
+    inet_diag_req_v2 body;
+  } query{};
+  query.header.nlmsg_len = sizeof query;
+  query.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  query.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  query.body.sdiag_family = static_cast<uint8_t>(family);
+  query.body.sdiag_protocol = IPPROTO_TCP;
+  query.body.idiag_states = 1u << TCP_LISTEN;
+  query.body.id.idiag_sport = htons(at.value().endpoint.port);  // the kernel may filter on it; we do too
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  bool found = false;
+  if (sys::real().sendto(fd, &query, sizeof query, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) >= 0) {
+    alignas(nlmsghdr) char answer[8192];
+    bool done = false;
+    for (int reads = 0; reads < 64 && !done && !found; ++reads) {  // bounded: listening sockets are few
+      ssize_t n = sys::real().recv(fd, answer, sizeof answer, 0);
+      if (n <= 0) break;
+      int left = static_cast<int>(n);
+      for (const auto* reply = reinterpret_cast<const nlmsghdr*>(answer); NLMSG_OK(reply, left);
+           reply = NLMSG_NEXT(reply, left)) {
+        if (reply->nlmsg_type == NLMSG_DONE || reply->nlmsg_type == NLMSG_ERROR) {
+          done = true;
+          break;
+        }
+        if (reply->nlmsg_type != SOCK_DIAG_BY_FAMILY || reply->nlmsg_len < NLMSG_LENGTH(sizeof(inet_diag_msg)))
+          continue;
+        const auto* socket = static_cast<const inet_diag_msg*>(NLMSG_DATA(reply));
+        if (socket->idiag_state != TCP_LISTEN || socket->id.idiag_sport != query.body.id.idiag_sport) continue;
+        const size_t bytes = family == AF_INET ? 4 : 16;
+        const void* ours = family == AF_INET
+                               ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(local)->sin_addr)
+                               : static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(local)->sin6_addr);
+        if (std::memcmp(socket->id.idiag_src, ours, bytes) == 0) {
+          found = true;
+          break;
+        }
+      }
+    }
+  }
+  sys::real().close(fd);
+  return found;
+}
+
 }  // namespace vsock::sock

@@ -8,6 +8,8 @@
 // for live ones that were accepted (a request forged for a connection
 // whose upgrade is done: its 4-tuple is no secret on the client's host).
 #pragma once
+#include <sys/socket.h>
+
 #include "sock/wire/upgrade_request.hpp"
 
 namespace vsock::sock {
@@ -16,5 +18,12 @@ namespace vsock::sock {
 // 4-tuple, also as an IPv4-mapped one on a dual-stack socket. False when
 // absent, accepted already, or when the kernel cannot be asked.
 bool tcp_connection_in_backlog(const wire::UpgradeRequest& request);
+
+// Whether a TCP socket listens on `local`'s address and port (in any
+// process of this network namespace: sock_diag's dump of listening
+// sockets). A listener's owner that closed its own keeps the port's
+// rdma_cm side while one does (docs/protocol.md §1.1). False when none
+// does or the kernel cannot be asked.
+bool tcp_listening_on(const sockaddr* local, socklen_t length);
 
 }  // namespace vsock::sock

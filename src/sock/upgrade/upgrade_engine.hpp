@@ -58,6 +58,12 @@ class UpgradeEngine {
   // this process on the same port (SO_REUSEPORT) goes on with its rdma_cm
   // side: `fd` is that one's.
   virtual void listener_moved(uint64_t key, int fd) = 0;
+  // listen() on `local` in a process whose rdma_cm listener there was kept
+  // after it closed its own listeners (others still listen on the port,
+  // docs/protocol.md §1.1): `fd` takes it back. Its key (0: none kept),
+  // and its board in *board.
+  virtual uint64_t take_kept_listener(int fd, const sockaddr* local, socklen_t length,
+                                      std::shared_ptr<RendezvousBoard>* board) = 0;
   // This process goes on with listeners whose owner is on its way out (the
   // child of daemon()): take their rdma_cm side over once the owner is gone.
   virtual void adopt_listeners(const std::vector<std::shared_ptr<RendezvousBoard>>& boards) = 0;
