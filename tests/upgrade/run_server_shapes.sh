@@ -7,7 +7,8 @@
 # listener, workers that each listen on one port with SO_REUSEPORT, the
 # same with every listener opened in the master before it forks (nginx's
 # `reuseport`; reuseport-respawn, not in the default list, also replaces
-# a worker and its listener), and inetd's shape: accept, fork, exec a handler with the connection as its
+# a worker and its listener; reuseport-closed, the master closes its
+# copies, then replaces a worker and its listener), and inetd's shape: accept, fork, exec a handler with the connection as its
 # stdin/stdout), each first without the library (the kernel's time per
 # connection), then with both ends preloaded. Each connection echoes
 # VSOCK_SHAPES_BYTES (default 1 MiB), checked byte for byte, over
@@ -20,7 +21,7 @@ source "$(dirname "$0")/upgrade_test_lib.sh"
 bin=$(ut_abs "$1") preload=$(ut_abs "$2")
 shift 2
 shapes=("$@")
-[ ${#shapes[@]} -gt 0 ] || shapes=(prefork prefork-lock daemon fork-per-conn listen-once threads reuseport reuseport-master inetd)
+[ ${#shapes[@]} -gt 0 ] || shapes=(prefork prefork-lock daemon fork-per-conn listen-once threads reuseport reuseport-master reuseport-closed inetd)
 addr=$(ut_address)
 # This test is about where the upgrade happens, not how fast: with two
 # guests booted side by side (ctest -j2) one rdma_cm round trip under TCG

@@ -18,6 +18,10 @@
  *     reuseport-respawn N  the same; then worker 0 is stopped, the master
  *                    closes its listener (the first it opened), opens a
  *                    replacement on the port and forks a new worker for it
+ *     reuseport-closed N  as reuseport-master, but the master closes its
+ *                    copies once it forked; then worker 0 is stopped, and
+ *                    the master opens a replacement listener, forks a new
+ *                    worker for it and closes its copy again
  *     inetd          accept, fork, and exec `server_shapes handler` with the
  *                    connection as its stdin and stdout (inetd's "nowait"
  *                    services); the parent closes its copy
@@ -224,7 +228,9 @@ static int run_server(const char* shape, const char* addr, const char* portfile,
     stop_workers();
     return 0;
   }
-  if (strcmp(shape, "reuseport-master") == 0 || strcmp(shape, "reuseport-respawn") == 0) {
+  if (strcmp(shape, "reuseport-master") == 0 || strcmp(shape, "reuseport-respawn") == 0 ||
+      strcmp(shape, "reuseport-closed") == 0) {
+    const int closed = strcmp(shape, "reuseport-closed") == 0;
     int listeners[MAX_WORKERS];
     listeners[0] = make_socket(addr, 0, 1, 1);
     int port = port_of(listeners[0]);
@@ -239,6 +245,20 @@ static int run_server(const char* shape, const char* addr, const char* portfile,
         exit(0);
       }
       workers[worker_count++] = pid;
+    }
+    if (closed) {
+      for (int i = 0; i < n; ++i) close(listeners[i]);
+      kill(workers[0], SIGKILL);
+      waitpid(workers[0], NULL, 0);
+      listeners[0] = make_socket(addr, port, 1, 1);
+      pid_t pid = fork();
+      if (pid < 0) die("fork");
+      if (pid == 0) {
+        accept_loop(listeners[0], NULL);
+        exit(0);
+      }
+      workers[0] = pid;
+      close(listeners[0]);
     }
     if (strcmp(shape, "reuseport-respawn") == 0) {
       /* Worker 0 goes (SIGKILL: no exit handlers); its listener, the
