@@ -35,17 +35,28 @@ SHOWN_KEYS = ["rdma_bytes_sent", "rdma_bytes_received", "rdma_sends", "rdma_rece
              "tcp_bytes_received", "upgrades_done", "upgrade_attempts", "upgrade_resets", "tcp_sockets"]
 
 
-def look(stat, pid):
-    """One look: the process's entry of vsock-stat's --json, or None."""
-    try:
-        out = subprocess.run([stat, "--once", "--json", "-p", str(pid)], capture_output=True, text=True,
-                             timeout=30)
-    except subprocess.TimeoutExpired:
-        return None
-    if out.returncode != 0:
-        return None
-    processes = json.loads(out.stdout)["processes"]
-    return processes[0] if len(processes) == 1 else None
+def look(stat, pid, attempts=3):
+    """One look: the process's entry of vsock-stat's --json, or None.
+
+    A look can miss a live process: vsock-stat reports "no consistent copy"
+    when the publisher rewrote the segment during every read (a busy guest
+    descheduling the reader), so a miss is tried again, twice, 0.25 s apart."""
+    for attempt in range(attempts):
+        if attempt > 0:
+            time.sleep(0.25)
+        try:
+            out = subprocess.run([stat, "--once", "--json", "-p", str(pid)], capture_output=True, text=True,
+                                 timeout=30)
+        except subprocess.TimeoutExpired:
+            continue
+        if out.returncode != 0:
+            if out.stderr.strip():
+                print(f"  vsock-stat (attempt {attempt + 1}): {out.stderr.strip()}")
+            continue
+        processes = json.loads(out.stdout)["processes"]
+        if len(processes) == 1:
+            return processes[0]
+    return None
 
 
 def accepted(process):
