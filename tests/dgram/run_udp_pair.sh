@@ -32,6 +32,10 @@ work=$(mktemp -d /tmp/udp_pair.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 cd /tmp || exit 1
 counter=/sys/class/infiniband/${RXE_VM_DEVICE:-rxe0}/ports/1/hw_counters/sent_pkts
+# A destination's resolution (SIDR) is bounded by the upgrade timeout; one
+# that runs out caches the server as failed (every datagram of the run then
+# goes through the kernel). The default 200 ms is short on a loaded host.
+export VSOCK_UPGRADE_TIMEOUT_MS=${VSOCK_UPGRADE_TIMEOUT_MS:-3000}
 
 # echo_pair NAME SERVER_PRELOAD CLIENT_PRELOAD WAIT CLIENT_RULE MODE ARGS...:
 # a server that waits the WAIT way, and `udp_pair MODE ADDR PORT ARGS...`
