@@ -40,8 +40,11 @@ counter=/sys/class/infiniband/$dev/ports/1/hw_counters/rcvd_pkts
 run() {  # run NAME ARGS...: in the background under the library; sets PID
   local name=$1
   shift
+  # 3 s for the destination's resolution (SIDR; default 200 ms): one that
+  # runs out on a loaded host leaves every datagram on the kernel, and the
+  # port would go down under a client that never used UD.
   env LD_PRELOAD="$preload" VSOCK_STATS=1 VSOCK_LOG_LEVEL=info VSOCK_LOG_FILE="$work/$name.log" \
-    "$bin" "$@" >"$work/$name.out" 2>&1 &
+    VSOCK_UPGRADE_TIMEOUT_MS="${VSOCK_UPGRADE_TIMEOUT_MS:-3000}" "$bin" "$@" >"$work/$name.out" 2>&1 &
   PID=$!
 }
 run server server "$addr" block
