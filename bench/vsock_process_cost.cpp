@@ -6,6 +6,9 @@
 //       Listens on A (default 127.0.0.1), port chosen by the kernel; prints
 //       "READY <port>"; serves one connection at a time: echoes what it
 //       reads until the peer closes. Ends at SIGTERM/SIGINT or after 1 h.
+//   vsock_process_cost socket
+//       One TCP and one UDP socket made and closed, nothing else (a program
+//       that probes for IPv4, or makes a socket it never uses).
 //   vsock_process_cost connect --port P [--addr A] [--conns N]
 //       N times (default 1): socket, connect, 1 byte out, its echo back,
 //       close. Prints "result first_us=... rest_p50_us=... conns=N": the
@@ -121,6 +124,16 @@ int run_server() {
   }
 }
 
+int run_socket() {
+  int tcp = socket(AF_INET, SOCK_STREAM, 0);
+  int udp = socket(AF_INET, SOCK_DGRAM, 0);
+  if (tcp < 0 || udp < 0) die("socket");
+  close(tcp);
+  close(udp);
+  std::printf("result sockets=2\n");
+  return 0;
+}
+
 int run_connect() {
   std::vector<long long> times;
   for (int i = 0; i < g_conns; i++) {
@@ -204,7 +217,7 @@ int run_fork() {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: vsock_process_cost server|connect|fork [--addr A] [--port P] [--conns N] [--pass]\n");
+    std::fprintf(stderr, "usage: vsock_process_cost server|socket|connect|fork [--addr A] [--port P] [--conns N] [--pass]\n");
     return 2;
   }
   std::string mode = argv[1];
@@ -228,6 +241,7 @@ int main(int argc, char** argv) {
   }
   if (mode == "server") return run_server();
   alarm(60);
+  if (mode == "socket") return run_socket();
   if (mode == "connect") return run_connect();
   if (mode == "fork") return run_fork();
   std::fprintf(stderr, "vsock_process_cost: unknown mode %s\n", mode.c_str());
