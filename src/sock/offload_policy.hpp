@@ -15,7 +15,8 @@ namespace vsock::sock {
 rdma::Device* offload_device();
 
 // Sets state->kernel_reason for a freshly registered candidate socket.
-// Opens the verbs device on the first call that needs it (once per process).
+// Opens no device where sysfs lists one with an ACTIVE port: the first
+// upgrade opens it (offload_device()); probes at once where none is listed.
 void choose_initial_path(SocketState* state);
 
 }  // namespace vsock::sock
