@@ -30,19 +30,28 @@ void put_address(const wire::Endpoint& endpoint, bool ipv4, bool mapped, __be32 
   }
 }
 
-bool lookup(int fd, const wire::UpgradeRequest& request, uint8_t family, bool mapped) {
-  struct {
-    nlmsghdr header;
-    inet_diag_req_v2 body;
-  } query{};
+// A sock_diag request for TCP sockets of `family` in `states` (a bit per
+// TCP state) whose local port is `port`; the caller fills the rest of the id.
+struct DiagQuery {
+  nlmsghdr header;
+  inet_diag_req_v2 body;
+};
+
+DiagQuery diag_query(uint8_t family, uint16_t flags, uint32_t states, uint16_t port) {
+  DiagQuery query{};
   query.header.nlmsg_len = sizeof query;
   query.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-  query.header.nlmsg_flags = NLM_F_REQUEST;
+  query.header.nlmsg_flags = flags;
   query.body.sdiag_family = family;
   query.body.sdiag_protocol = IPPROTO_TCP;
-  query.body.idiag_states = ~0u;
+  query.body.idiag_states = states;
+  query.body.id.idiag_sport = htons(port);
+  return query;
+}
+
+bool lookup(int fd, const wire::UpgradeRequest& request, uint8_t family, bool mapped) {
+  DiagQuery query = diag_query(family, NLM_F_REQUEST, ~0u, request.server.port);
   const bool ipv4 = request.family == wire::kFamilyIpv4;
-  query.body.id.idiag_sport = htons(request.server.port);
   query.body.id.idiag_dport = htons(request.client.port);
   put_address(request.server, ipv4, mapped, query.body.id.idiag_src);
   put_address(request.client, ipv4, mapped, query.body.id.idiag_dst);
@@ -86,17 +95,9 @@ bool tcp_listening_on(const sockaddr* local, socklen_t length) {
   if (family != AF_INET && family != AF_INET6) return false;
   int fd = sys::real().socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
   if (fd < 0) return false;
-  struct {
-    nlmsghdr header;
-    inet_diag_req_v2 body;
-  } query{};
-  query.header.nlmsg_len = sizeof query;
-  query.header.nlmsg_type = SOCK_DIAG_BY_FAMILY;
-  query.header.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-  query.body.sdiag_family = static_cast<uint8_t>(family);
-  query.body.sdiag_protocol = IPPROTO_TCP;
-  query.body.idiag_states = 1u << TCP_LISTEN;
-  query.body.id.idiag_sport = htons(at.value().endpoint.port);  // the kernel may filter on it; we do too
+  // The port: the kernel may filter on it; we do too.
+  DiagQuery query = diag_query(static_cast<uint8_t>(family), NLM_F_REQUEST | NLM_F_DUMP, 1u << TCP_LISTEN,
+                               at.value().endpoint.port);
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
   bool found = false;
