@@ -68,6 +68,31 @@ TEST(PathCache, AFailureKeepsTheDestinationOnTheKernelForItsTime) {
   EXPECT_TRUE(cache.begin_resolution(key, 1100));
 }
 
+TEST(PathCache, FailuresInARowHoldTwiceAsLongUpToTheLongestHold) {
+  PathCache cache;
+  cache.set_failure_hold_ms(5000);
+  PathKey key = key_of("192.168.77.9", 9);
+  UdPath path;
+  int64_t now = 0;
+  // 1 s, 2 s, 4 s, then the longest hold (5 s) however many more fail.
+  for (int64_t hold : {1000, 2000, 4000, 5000, 5000}) {
+    ASSERT_TRUE(cache.begin_resolution(key, now)) << "hold " << hold;
+    cache.failed(key, now);
+    EXPECT_FALSE(cache.begin_resolution(key, now + hold - 1)) << "hold " << hold;
+    EXPECT_EQ(cache.find(key, now + hold - 1, &path), PathLookup::kFailed);
+    now += hold;
+    EXPECT_EQ(cache.find(key, now, &path), PathLookup::kUnknown) << "hold " << hold;
+  }
+  // A path learnt, then revoked, starts the count again.
+  ASSERT_TRUE(cache.begin_resolution(key, now));
+  cache.resolved(key, fake_handle(), 5, 0x5);
+  cache.revoke(key, 0x5);
+  ASSERT_TRUE(cache.begin_resolution(key, now));
+  cache.failed(key, now);
+  EXPECT_EQ(cache.find(key, now + 999, &path), PathLookup::kFailed);
+  EXPECT_EQ(cache.find(key, now + 1000, &path), PathLookup::kUnknown);
+}
+
 TEST(PathCache, AnArrivalTeachesThePathBackOnlyWhenItIsNew) {
   PathCache cache;
   PathKey key = key_of("192.168.77.1", 5000);

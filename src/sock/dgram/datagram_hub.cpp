@@ -93,9 +93,8 @@ DatagramHub* DatagramHub::get() {
     if (DatagramHub* h = DatagramHub::running()) h->on_resolved(path);
   };
   sink.failed = [](const sockaddr* destination, socklen_t length, rdma::SidrOutcome reason) {
-    VSOCK_LOG(kDebug, "udp: resolution failed (%s): that destination stays on the kernel",
-              rdma::sidr_outcome_name(reason));
-    if (DatagramHub* h = DatagramHub::running()) h->on_resolution_failed(destination, length);
+    if (DatagramHub* h = DatagramHub::running())
+      h->on_resolution_failed(destination, length, rdma::sidr_outcome_name(reason));
   };
   engine->set_datagram_sink(sink);
   VSOCK_LOG(kDebug, "udp: UD endpoint up, qpn %u, %zu bytes per datagram", hub->endpoint_->qpn(),
@@ -400,8 +399,7 @@ void DatagramHub::on_resolved(const ResolvedPath& path) {
     if (ah) handle = paths_.keep_handle(key, std::make_unique<rdma::AddressHandle>(std::move(ah.value())));
   }
   if (handle == nullptr) {
-    paths_.failed(key, core::monotonic_ms());
-    core::stat_add(core::Stat::udp_resolution_failures);
+    note_resolution_failed(key, "no address handle");
   } else {
     paths_.resolved(key, handle, path.qpn, path.cookie);
     core::stat_add(core::Stat::udp_resolutions);
@@ -409,11 +407,20 @@ void DatagramHub::on_resolved(const ResolvedPath& path) {
   announce_owed(key);  // after the path changed: see owed_mu_
 }
 
-void DatagramHub::on_resolution_failed(const sockaddr* destination, socklen_t length) {
+void DatagramHub::note_resolution_failed(const PathKey& key, const char* why) {
+  const int64_t hold_ms = paths_.failed(key, core::monotonic_ms());
+  core::stat_add(core::Stat::udp_resolution_failures);
+  // Once per hold, and the holds double: a destination that is no libvsock
+  // socket logs a line a minute at most.
+  if (hold_ms > 0)
+    VSOCK_LOG(kInfo, "udp: no UD path to %s (%s): datagrams to it go through the kernel for %lld ms",
+              path_key_text(key).c_str(), why, static_cast<long long>(hold_ms));
+}
+
+void DatagramHub::on_resolution_failed(const sockaddr* destination, socklen_t length, const char* why) {
   PathKey key;
   if (!path_key_of(destination, length, &key)) return;
-  paths_.failed(key, core::monotonic_ms());
-  core::stat_add(core::Stat::udp_resolution_failures);
+  note_resolution_failed(key, why);
   // A datagram from there may have taught the path meanwhile (failed()
   // keeps it): then the owed sockets are announced over it.
   announce_owed(key);

@@ -109,7 +109,10 @@ class DatagramHub {
   // Resolution outcomes (the engine's thread, through DatagramPathSink).
   // Both settle the announcements owed to the destination.
   void on_resolved(const ResolvedPath& path);
-  void on_resolution_failed(const sockaddr* destination, socklen_t length);
+  void on_resolution_failed(const sockaddr* destination, socklen_t length, const char* why);
+  // Holds key on the kernel (PathCache::failed), counts and logs it; also
+  // for a resolution the side band could not start.
+  void note_resolution_failed(const PathKey& key, const char* why);
 
   // The attached socket with `cookie`, retained; null if none.
   DatagramSocket* find_socket(uint64_t cookie);

@@ -308,7 +308,7 @@ bool DatagramSocket::route_over_ud(int fd, const msghdr& msg, int flags, UdRoute
       return false;
     }
     if (hub->paths().begin_resolution(key, now) && !hub->engine().resolve_datagram_path(to, to_length)) {
-      hub->paths().failed(key, now);
+      hub->note_resolution_failed(key, "not started");
       return false;
     }
     found = PathLookup::kResolving;  // by this call, or by another thread just before

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace vsock::sock::dgram {
@@ -34,6 +35,14 @@ bool path_key_of(const sockaddr* address, socklen_t length, PathKey* out) {
     return true;
   }
   return false;
+}
+
+std::string path_key_text(const PathKey& key) {
+  static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  char text[INET6_ADDRSTRLEN] = "?";
+  const bool v4 = std::memcmp(key.address, v4_prefix, 12) == 0;
+  inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? key.address + 12 : key.address, text, sizeof text);
+  return (v4 ? std::string(text) : "[" + std::string(text) + "]") + ":" + std::to_string(key.port);
 }
 
 bool is_unicast(const PathKey& key) {
@@ -85,13 +94,19 @@ size_t PathCache::handle_count() {
   return handles_.size();
 }
 
+int64_t PathCache::hold_ms(const Entry& entry) const {
+  int64_t hold = std::min(kFirstFailureHoldMs, failure_hold_ms_);
+  for (int i = 1; i < entry.failures && hold < failure_hold_ms_; ++i) hold *= 2;
+  return std::min(hold, failure_hold_ms_);
+}
+
 PathLookup PathCache::find(const PathKey& key, int64_t now_ms, UdPath* path) {
   std::lock_guard<std::mutex> held(mu_);
   auto it = entries_.find(key);
   if (it == entries_.end()) return PathLookup::kUnknown;
   Entry& entry = it->second;
-  if (entry.state == PathLookup::kFailed && now_ms - entry.failed_ms >= failure_hold_ms_) {
-    entries_.erase(it);
+  if (entry.state == PathLookup::kFailed && now_ms - entry.failed_ms >= hold_ms(entry)) {
+    entry.state = PathLookup::kUnknown;  // the failures in a row are kept
     return PathLookup::kUnknown;
   }
   if (entry.state == PathLookup::kResolved) *path = entry.path;
@@ -102,7 +117,7 @@ bool PathCache::begin_resolution(const PathKey& key, int64_t now_ms) {
   std::lock_guard<std::mutex> held(mu_);
   Entry& entry = entries_[key];
   if (entry.state == PathLookup::kResolved || entry.state == PathLookup::kResolving) return false;
-  if (entry.state == PathLookup::kFailed && now_ms - entry.failed_ms < failure_hold_ms_) return false;
+  if (entry.state == PathLookup::kFailed && now_ms - entry.failed_ms < hold_ms(entry)) return false;
   if (entries_.size() > kMaxEntries) {
     entries_.erase(key);
     return false;
@@ -117,14 +132,17 @@ void PathCache::resolved(const PathKey& key, ibv_ah* ah, uint32_t qpn, uint64_t 
   Entry& entry = entries_[key];
   entry.state = PathLookup::kResolved;
   entry.path = UdPath{ah, qpn, cookie};
+  entry.failures = 0;
 }
 
-void PathCache::failed(const PathKey& key, int64_t now_ms) {
+int64_t PathCache::failed(const PathKey& key, int64_t now_ms) {
   std::lock_guard<std::mutex> held(mu_);
   Entry& entry = entries_[key];
-  if (entry.state == PathLookup::kResolved) return;  // a datagram taught it meanwhile
+  if (entry.state == PathLookup::kResolved) return 0;  // a datagram taught it meanwhile
   entry.state = PathLookup::kFailed;
   entry.failed_ms = now_ms;
+  if (entry.failures < 64) ++entry.failures;
+  return hold_ms(entry);
 }
 
 bool PathCache::needs_learning(const PathKey& key, uint32_t qpn, uint64_t cookie, UdPath* known) {

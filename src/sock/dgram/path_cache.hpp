@@ -10,6 +10,15 @@
 // process) forgets a path; the next datagram goes through the kernel and
 // resolves again.
 //
+// A failed resolution keeps the destination on the kernel for a hold that
+// starts at kFirstFailureHoldMs and doubles with each failure in a row, up
+// to `failure_hold_ms` (peer_fail_cache_s): a destination that is not a
+// libvsock socket costs one SIDR request a minute once the hold has grown,
+// while one that failed only for a moment (a busy host that answered late,
+// a server still starting) is tried again within a second or two instead of
+// staying on the kernel for a minute. Datagrams never wait for a resolution,
+// so the retries cost only the side band's requests.
+//
 // An address handle depends only on the remote address, so there is one
 // per address, shared by every path to it (every port, socket and process
 // there). They are never destroyed while the process runs: a send posted
@@ -28,6 +37,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "rdma/address_handle.hpp"
@@ -43,6 +53,8 @@ struct PathKey {
 };
 // The key of an AF_INET/AF_INET6 address; false for anything else.
 bool path_key_of(const sockaddr* address, socklen_t length, PathKey* out);
+// "192.0.2.1:53" or "[2001:db8::1]:53", for log lines.
+std::string path_key_text(const PathKey& key);
 // False for the addresses UD does not reach one to one: multicast (IPv4
 // 224/4, IPv6 ff00::/8), the IPv4 broadcast and any addresses.
 bool is_unicast(const PathKey& key);
@@ -60,8 +72,10 @@ class PathCache {
   static constexpr size_t kMaxHandles = 4096;
   static constexpr size_t kMaxEntries = 65536;
 
-  // kResolved and *path, or where the destination stands. A failure older
-  // than `failure_hold_ms` is forgotten (kUnknown) at this look.
+  static constexpr int64_t kFirstFailureHoldMs = 1000;
+
+  // kResolved and *path, or where the destination stands. A failure whose
+  // hold has passed reads kUnknown (resolve again) from this look on.
   PathLookup find(const PathKey& key, int64_t now_ms, UdPath* path);
   // The caller starts a resolution: true if it should (no path, none under
   // way, no recent failure), and the destination is marked as resolving.
@@ -75,9 +89,11 @@ class PathCache {
   // Addresses a handle is kept for.
   size_t handle_count();
   // A resolution ended, or an arrival taught the path: keeps it (`ah` from
-  // handle_for/keep_handle), or the failure.
+  // handle_for/keep_handle), or the failure (held twice as long as the
+  // one before it, when the one before it failed too). failed() returns
+  // the hold in ms (0: a path was learnt meanwhile and is kept).
   void resolved(const PathKey& key, ibv_ah* ah, uint32_t qpn, uint64_t cookie);
-  void failed(const PathKey& key, int64_t now_ms);
+  int64_t failed(const PathKey& key, int64_t now_ms);
   // A datagram from `key` came over UD from (qpn, cookie): true if the
   // path back is new or changed, and the caller should make a handle for
   // it and call resolved(). Known paths are left alone (no handle is made
@@ -86,6 +102,8 @@ class PathCache {
   // The socket `cookie` at `key` is gone: forget its path (if it is that
   // socket's).
   void revoke(const PathKey& key, uint64_t cookie);
+  // The longest hold of a failure (the first is the shorter of this and
+  // kFirstFailureHoldMs).
   void set_failure_hold_ms(int64_t ms) { failure_hold_ms_ = ms; }
 
  private:
@@ -93,7 +111,9 @@ class PathCache {
     PathLookup state = PathLookup::kUnknown;
     UdPath path;
     int64_t failed_ms = 0;
+    int failures = 0;  // in a row, since the last resolved path
   };
+  int64_t hold_ms(const Entry& entry) const;
   std::mutex mu_;
   std::map<PathKey, Entry> entries_;
   struct AddressKey {
