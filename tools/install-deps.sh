@@ -10,7 +10,7 @@ packages=(
   # real programs and peers for tests and benchmarks
   redis-server redis-tools iperf3 sockperf memcached libmemcached-tools python3 nodejs perftest rdmacm-utils
   dnsmasq-base bind9-dnsutils
-  apache2 apache2-utils openbsd-inetd
+  apache2 apache2-utils openbsd-inetd gunicorn
   # the main job: perf counts system calls and context switches, gnuplot draws the plots
   linux-perf gnuplot-nox
   # tools the tests use
