@@ -26,6 +26,7 @@
 #include "sock/stream/stream_handoff.hpp"
 #include "sock/upgrade/failed_paths.hpp"
 #include "sock/upgrade/listener_boards.hpp"
+#include "sock/upgrade/shared_peer_failures.hpp"
 #include "sock/upgrade/upgrade_engine.hpp"
 #include "sock/wire/endpoint.hpp"
 #include "sys/real_calls.hpp"
@@ -89,6 +90,13 @@ void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t pe
   if (peer == nullptr || (peer->sa_family != AF_INET && peer->sa_family != AF_INET6)) return;
   if (!offload_allowed(state, core::Role::kClient, peer)) return;
   sys::ReentryGuard guard;
+  // A peer another process of this user found plain lately: TCP at once,
+  // before this process opens its device for it.
+  if (peer_plain_on_this_host(peer, peer_len)) {
+    core::stat_add(core::Stat::fallback_cached_peer);
+    state->kernel_reason.store(KernelReason::kCachedPeer);
+    return;
+  }
   UpgradeEngine* engine = upgrade_engine();
   if (engine == nullptr) return;
   // A peer that failed to upgrade lately, or whose RDMA path failed under

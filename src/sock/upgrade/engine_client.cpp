@@ -1,6 +1,7 @@
 // The side band, client side: a connecting socket's request, the
 // redirects and Rejects that answer it, asking again after the first write.
 #include "sock/upgrade/engine.hpp"
+#include "sock/upgrade/shared_peer_failures.hpp"
 
 namespace vsock::sock::side_band {
 
@@ -200,6 +201,7 @@ void Engine::finish_connect(StreamSocket* stream) {
       stream->set_bound_promised((accept.value().flags & wire::kAcceptFlagBound) != 0);
       stream->apply(stream->upgrade().on(UpgradeEvent::kCmEstablished));
       remember_peer_of(stream, &answering_peers_);
+      share_peer_of(stream, false);
       return;
     }
     case rdma::CmOutcome::kRejected: {
@@ -233,7 +235,13 @@ void Engine::finish_connect(StreamSocket* stream) {
   if (reason == FallbackReason::kTimeout && !peer_answered) peer_answered = peer_is_in(stream, &answering_peers_);
   // Only a peer that took our TCP connection and still said no is worth
   // remembering: a refused TCP connect says nothing about its library.
-  if (stream->kernel_only() && UpgradeState::remember_peer(reason) && !peer_answered) remember_peer_of(stream, &cache_);
+  if (stream->kernel_only() && UpgradeState::remember_peer(reason) && !peer_answered) {
+    remember_peer_of(stream, &cache_);
+    // "No libvsock there", said by the peer's own host, is worth telling
+    // this user's other processes; a timeout or an unreachable peer is not
+    // (a busy host, a server slow to start, a link down for a moment).
+    if (reason == FallbackReason::kNoListener || reason == FallbackReason::kRejected) share_peer_of(stream, true);
+  }
 }
 
 namespace {
@@ -250,6 +258,16 @@ bool Engine::peer_is_in(StreamSocket* stream, PeerFailureCache* peers) {
   socklen_t len = 0;
   return peer_address(stream, &peer, &len) &&
          peers->should_skip(reinterpret_cast<sockaddr*>(&peer), len, static_cast<uint64_t>(core::monotonic_ms()));
+}
+
+void Engine::share_peer_of(StreamSocket* stream, bool plain) {
+  sockaddr_storage peer{};
+  socklen_t len = 0;
+  if (!peer_address(stream, &peer, &len)) return;
+  if (plain)
+    share_plain_peer(reinterpret_cast<sockaddr*>(&peer), len);
+  else
+    forget_plain_peer(reinterpret_cast<sockaddr*>(&peer), len);
 }
 
 void Engine::remember_peer_of(StreamSocket* stream, PeerFailureCache* peers) {

@@ -1,0 +1,101 @@
+#include "sock/upgrade/shared_peer_failures.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <mutex>
+
+#include "core/clock.hpp"
+#include "core/config.hpp"
+#include "sock/upgrade/shared_failure_table.hpp"
+#include "sys/real_calls.hpp"
+
+namespace vsock::sock {
+namespace {
+
+constexpr const char* kDirectory = "/dev/shm";
+
+// The mapping of fd if it is a table of ours that nobody else may open;
+// null otherwise. `fresh`: just made, sized and initialised here.
+SharedFailureMemory* map_table(int fd, bool fresh) {
+  if (fresh && ::ftruncate(fd, sizeof(SharedFailureMemory)) != 0) return nullptr;
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0 ||
+      st.st_size != static_cast<off_t>(sizeof(SharedFailureMemory)))
+    return nullptr;
+  void* mapped = ::mmap(nullptr, sizeof(SharedFailureMemory), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (mapped == MAP_FAILED) return nullptr;
+  auto* memory = static_cast<SharedFailureMemory*>(mapped);
+  if (fresh) SharedFailureTable::init(memory);
+  if (!SharedFailureTable::valid(memory)) {
+    ::munmap(mapped, sizeof(SharedFailureMemory));
+    return nullptr;
+  }
+  return memory;
+}
+
+SharedFailureMemory* open_table() {
+  char name[96];
+  std::snprintf(name, sizeof name, "%s/libvsock-peers-1-%u", kDirectory, static_cast<unsigned>(::geteuid()));
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int fd = ::open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+      SharedFailureMemory* memory = map_table(fd, false);
+      sys::real().close(fd);
+      return memory;  // null: not a table this library may use; left alone
+    }
+    if (errno != ENOENT) return nullptr;
+    char temporary[128];
+    std::snprintf(temporary, sizeof temporary, "%s/.libvsock-peers-1-%u-%d", kDirectory,
+                  static_cast<unsigned>(::geteuid()), static_cast<int>(::getpid()));
+    fd = ::open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return nullptr;  // no /dev/shm
+    SharedFailureMemory* memory = map_table(fd, true);
+    sys::real().close(fd);
+    const int linked = memory != nullptr ? ::link(temporary, name) : -1;
+    const int error = errno;
+    ::unlink(temporary);
+    if (linked == 0) return memory;
+    if (memory != nullptr) ::munmap(memory, sizeof(SharedFailureMemory));
+    if (linked != 0 && error != EEXIST) return nullptr;
+    // Another process published its table meanwhile: use that one.
+  }
+  return nullptr;
+}
+
+// The table, or null (none, or sharing is off); opened once per process.
+SharedFailureMemory* table() {
+  static std::once_flag opened;
+  static SharedFailureMemory* memory = nullptr;
+  if (core::config().settings.peer_fail_cache_s == 0) return nullptr;
+  std::call_once(opened, [] { memory = open_table(); });
+  return memory;
+}
+
+int64_t ttl_ms() { return int64_t{core::config().settings.peer_fail_cache_s} * 1000; }
+
+}  // namespace
+
+bool peer_plain_on_this_host(const sockaddr* peer, socklen_t length) {
+  core::Result<wire::FamilyEndpoint> at = wire::endpoint_from_sockaddr(peer, length);
+  SharedFailureMemory* memory = at ? table() : nullptr;
+  return memory != nullptr && SharedFailureTable(memory).failed_recently(at.value(), core::monotonic_ms(), ttl_ms());
+}
+
+void share_plain_peer(const sockaddr* peer, socklen_t length) {
+  core::Result<wire::FamilyEndpoint> at = wire::endpoint_from_sockaddr(peer, length);
+  if (SharedFailureMemory* memory = at ? table() : nullptr)
+    SharedFailureTable(memory).record(at.value(), core::monotonic_ms(), ttl_ms());
+}
+
+void forget_plain_peer(const sockaddr* peer, socklen_t length) {
+  core::Result<wire::FamilyEndpoint> at = wire::endpoint_from_sockaddr(peer, length);
+  if (SharedFailureMemory* memory = at ? table() : nullptr) SharedFailureTable(memory).forget(at.value());
+}
+
+}  // namespace vsock::sock
