@@ -243,6 +243,14 @@ app_start_server() {
   app_fail "$name did not start (see $name.log)"
 }
 
+# app_start_redis NAME: redis-server on $APP_ADDR without persistence, in the
+# foreground, logging to its stdout (app_start_server's NAME.log), under the
+# library as app_library last said. Sets APP_PORT and APP_PID.
+app_start_redis() {
+  app_start_server "$1" tcp redis-server --port @PORT@ --bind "$APP_ADDR" --save '' --appendonly no \
+    --protected-mode no --daemonize no --logfile '' --dir "$APP_WORK"
+}
+
 # app_expect_loaded LOG WHAT [COUNTER]: proves the library was loaded in the
 # process(es) whose stderr went to LOG and that it saw at least one socket of
 # the kind COUNTER (default tcp_sockets) in one process.

@@ -7,8 +7,7 @@ app_require redis-server redis-cli redis-benchmark
 app_init redis
 
 requests=5000
-app_start_server redis tcp redis-server --port @PORT@ --bind "$APP_ADDR" --save '' --appendonly no \
-  --protected-mode no --daemonize no --dir "$APP_WORK" --logfile ''
+app_start_redis redis
 port=$APP_PORT
 server=$APP_PID
 

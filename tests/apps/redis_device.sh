@@ -46,11 +46,9 @@ bench() {
   done
 }
 
-redis_args=(--save '' --appendonly no --protected-mode no --daemonize no --logfile '')
 for mode in libvsock kernel; do
   if [ "$mode" = libvsock ]; then app_library on; else app_library off; fi
-  app_start_server "redis-$mode" tcp redis-server --port @PORT@ --bind "$APP_ADDR" "${redis_args[@]}" \
-    --dir "$APP_WORK"
+  app_start_redis "redis-$mode"
   port=$APP_PORT server=$APP_PID
   bench "$mode" "$port" plain "$requests"
   bench "$mode" "$port" pipelined $((requests * 10)) -P "$pipeline"

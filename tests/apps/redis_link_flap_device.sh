@@ -27,8 +27,7 @@ info() {  # info PORT SECTION FIELD, without the library
 }
 
 app_library on
-app_start_server redis-libvsock tcp redis-server --port @PORT@ --bind "$APP_ADDR" --save '' --appendonly no \
-  --protected-mode no --daemonize no --logfile '' --dir "$APP_WORK"
+app_start_redis redis-libvsock
 port=$APP_PORT server=$APP_PID
 before=$(cat "$counter")
 out=$APP_WORK/bench.csv

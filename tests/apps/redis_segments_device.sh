@@ -24,11 +24,9 @@ out_segments() { awk '$1 == "Tcp:" && $2 ~ /^[0-9]+$/ { print $12 }' /proc/net/s
 [ "$(awk '$1 == "Tcp:" { print $12; exit }' /proc/net/snmp)" = OutSegs ] ||
   app_fail "/proc/net/snmp has no Tcp OutSegs in the 12th column"
 
-redis_args=(--save '' --appendonly no --protected-mode no --daemonize no --logfile '')
 for mode in libvsock kernel; do
   if [ "$mode" = libvsock ]; then app_library on; else app_library off; fi
-  app_start_server "redis-$mode" tcp redis-server --port @PORT@ --bind "$APP_ADDR" "${redis_args[@]}" \
-    --dir "$APP_WORK"
+  app_start_redis "redis-$mode"
   port=$APP_PORT server=$APP_PID
   out=$APP_WORK/bench-$mode.csv
   s0=$(out_segments)

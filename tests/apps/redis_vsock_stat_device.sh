@@ -49,8 +49,7 @@ segment_of() {
 }
 
 app_library on
-app_start_server redis tcp redis-server --port @PORT@ --bind "$APP_ADDR" --save '' --appendonly no \
-  --protected-mode no --daemonize no --logfile '' --dir "$APP_WORK"
+app_start_redis redis
 port=$APP_PORT server=$APP_PID
 rpid=$(child_of "$server")
 [ -n "$rpid" ] && [ "$(cat "/proc/$rpid/comm" 2>/dev/null)" = redis-server ] ||
