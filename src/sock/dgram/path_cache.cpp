@@ -7,6 +7,10 @@
 #include <cstring>
 
 namespace vsock::sock::dgram {
+namespace {
+// The first 12 bytes of an IPv4-mapped IPv6 address (how keys hold IPv4).
+constexpr uint8_t kV4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+}  // namespace
 
 bool PathKey::operator<(const PathKey& other) const {
   int order = std::memcmp(address, other.address, sizeof address);
@@ -38,16 +42,14 @@ bool path_key_of(const sockaddr* address, socklen_t length, PathKey* out) {
 }
 
 std::string path_key_text(const PathKey& key) {
-  static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   char text[INET6_ADDRSTRLEN] = "?";
-  const bool v4 = std::memcmp(key.address, v4_prefix, 12) == 0;
+  const bool v4 = std::memcmp(key.address, kV4Mapped, sizeof kV4Mapped) == 0;
   inet_ntop(v4 ? AF_INET : AF_INET6, v4 ? key.address + 12 : key.address, text, sizeof text);
   return (v4 ? std::string(text) : "[" + std::string(text) + "]") + ":" + std::to_string(key.port);
 }
 
 bool is_unicast(const PathKey& key) {
-  static const uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-  if (std::memcmp(key.address, v4_prefix, 12) == 0) {
+  if (std::memcmp(key.address, kV4Mapped, sizeof kV4Mapped) == 0) {
     uint8_t first = key.address[12];
     bool any = first == 0 && key.address[13] == 0 && key.address[14] == 0 && key.address[15] == 0;
     bool broadcast = key.address[12] == 255 && key.address[13] == 255 && key.address[14] == 255 &&
