@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -78,6 +79,23 @@ TEST(SharedFailureTable, AFullProbeReplacesItsOldestRecord) {
     found += t.table.failed_recently(v4("10.1.0.1", static_cast<uint16_t>(1000 + i)), 1000 + peers, kTtl);
   EXPECT_LE(found, static_cast<int>(SharedFailureMemory::kSlots));
   EXPECT_GT(found, static_cast<int>(SharedFailureMemory::kSlots) / 2);
+}
+
+TEST(SharedFailureTable, HostsOfOneSubnetOnOnePortAllFit) {
+  // 200 hosts of a /24 on one port: each keeps its record (their slots
+  // spread; a weak hash would put them all in one probe of 8).
+  Table t;
+  char ip[32];
+  for (int host = 1; host <= 200; ++host) {
+    std::snprintf(ip, sizeof ip, "10.3.0.%d", host);
+    t.table.record(v4(ip, 5432), 1000, kTtl);
+  }
+  int found = 0;
+  for (int host = 1; host <= 200; ++host) {
+    std::snprintf(ip, sizeof ip, "10.3.0.%d", host);
+    found += t.table.failed_recently(v4(ip, 5432), 1001, kTtl);
+  }
+  EXPECT_EQ(found, 200);
 }
 
 TEST(SharedFailureTable, AnotherLayoutIsNotValid) {

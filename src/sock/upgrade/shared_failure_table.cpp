@@ -38,12 +38,15 @@ bool SharedFailureTable::valid(const SharedFailureMemory* memory) {
 }
 
 uint32_t SharedFailureTable::first_slot(const Snapshot& key) const {
-  // FNV-1a over the key's words: peers that differ only in their port
-  // spread too.
-  uint64_t hash = 0xcbf29ce484222325ull;
+  // Each word mixed in, then a finalizer (splitmix64's) that makes every
+  // input bit reach the low bits the slot is taken from: hosts of one
+  // subnet on one port differ only in bits a plain multiply leaves high.
+  uint64_t hash = 0x9e3779b97f4a7c15ull;
   for (uint64_t word : {uint64_t{key.family_port}, key.ip_high, key.ip_low}) {
     hash ^= word;
-    hash *= 0x100000001b3ull;
+    hash = (hash ^ (hash >> 30)) * 0xbf58476d1ce4e5b9ull;
+    hash = (hash ^ (hash >> 27)) * 0x94d049bb133111ebull;
+    hash ^= hash >> 31;
   }
   return static_cast<uint32_t>(hash % SharedFailureMemory::kSlots);
 }
