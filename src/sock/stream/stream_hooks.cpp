@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/clock.hpp"
 #include "core/config.hpp"
 #include "core/log.hpp"
 #include "core/stats.hpp"
@@ -35,8 +36,11 @@
 namespace vsock::sock {
 namespace {
 
-// How long exit waits for one connection's data and FIN to be delivered.
-constexpr int kExitDrainMs = 2000;
+// How long exit waits, for all its connections together, until their data
+// and FIN are delivered, or they resumed on TCP and the kernel holds what
+// they resend (a queue pair's retries run out in about half a second on a
+// quiet host; under emulation a starved guest takes longer).
+constexpr int kExitDrainMs = 5000;
 
 // Whether the settings and rules let this socket use RDMA at all.
 bool offload_allowed(SocketState* state, core::Role role, const sockaddr* addr) {
@@ -350,6 +354,9 @@ void adopt_inherited_connections() {
 
 void finish_streams_at_exit() {
   sys::ReentryGuard guard;
+  // One deadline for them all (for_each_socket takes a plain function).
+  static int64_t deadline_ms;
+  deadline_ms = core::monotonic_ms() + kExitDrainMs;
   for_each_socket([](int, const SocketRef& ref) {
     StreamSocket* stream = managed_stream(ref);
     if (stream == nullptr || stream->parked()) return;  // a parked one is its owner's
@@ -357,8 +364,11 @@ void finish_streams_at_exit() {
     if (fork_child_may_hold(stream->kept_since_fork()))
       hand_back_before_close(stream);
     else
-      stream->finish_at_exit(kExitDrainMs);
+      stream->finish_at_exit(deadline_ms);
   });
+  // Those the application closed and the engine still drains: the
+  // engine's thread ends with the process.
+  if (UpgradeEngine* engine = running_upgrade_engine()) engine->finish_closing_at_exit(deadline_ms);
 }
 
 void on_socket_released(SocketState* state) {

@@ -78,6 +78,7 @@ StreamSocket::StreamSocket(UpgradeRole role, uint64_t nonce) : upgrade_(role), n
 StreamSocket::~StreamSocket() {
   if (resend_fd_ >= 0) sys::real().close(resend_fd_);
   if (token_fd_ >= 0) sys::real().close(token_fd_);
+  if (close_fd_ >= 0) sys::real().close(close_fd_);
 }
 
 void StreamSocket::release() {
@@ -489,21 +490,15 @@ bool StreamSocket::on_last_close() {
     return false;
   }
   progress_locked();
-  // A Resume record left unread would make the kernel's close a reset.
-  if (resuming_ && reader_.tcp_again()) {
-    int own = dup_own_fd();
-    if (own >= 0) {
-      take_resume_record(own);
-      sys::real().close(own);
-    }
-  }
   if (peer_reverted_) {
     // On TCP again: the kernel's close ends it, after what the peer gave
-    // up (our own dup keeps the socket open until the engine wrote it).
+    // up (our own dup keeps the socket open until the engine wrote it)
+    // and, after a resume, once the peer's record is off TCP.
     write_shut_ = true;
     resend_shut_wr_ = true;
-    flush_resend_locked();
-    return resend_pending();
+    if (resume_settled_locked()) return false;
+    if (close_fd_ < 0) close_fd_ = dup_own_fd();
+    return true;
   }
   // Unread data at close makes the kernel reset the connection; so do we.
   // Unread TCP bytes before the switch point count too: the kernel resets
@@ -520,6 +515,9 @@ bool StreamSocket::on_last_close() {
   // Done here, not by the engine: the side-band thread dies with an
   // _exit() right after close(), and what it had not posted would be lost.
   if (writer_.switched()) {
+    // Should RDMA fail before the peer has it all, the connection resumes
+    // on TCP (§5.1): the kernel's socket must stay open until then.
+    if (close_fd_ < 0) close_fd_ = dup_own_fd();
     channel_->close_write();  // FIN, then CLOSED: nothing more is read here
     if (!flush_locked(held, kCloseFlushMs))
       VSOCK_LOG(kDebug, "fd %d: close: data or FIN not acknowledged yet; the engine goes on", fd_hint_);
@@ -527,27 +525,34 @@ bool StreamSocket::on_last_close() {
   return true;
 }
 
-void StreamSocket::finish_at_exit(int timeout_ms) {
+void StreamSocket::finish_at_exit(int64_t deadline_ms) {
   std::unique_lock<std::mutex> held = lock_call();
-  if (!kernel_only() && peer_reverted_) {
-    const int64_t deadline = core::monotonic_ms() + timeout_ms;
-    for (flush_resend_locked(); resend_pending() && core::monotonic_ms() < deadline; flush_resend_locked()) {
-      pollfd pfd{resend_fd_, POLLOUT, 0};
-      held.unlock();
-      sys::real().poll(&pfd, 1, 10);
-      relock(held);
-    }
-    return;
+  if (kernel_only()) return;
+  if (!peer_reverted_) {
+    if (!channel_ || !upgrade_.committed() || !writer_.switched()) return;
+    channel_->close_write();
+    const int64_t left = deadline_ms - core::monotonic_ms();
+    flush_locked(held, left > 0 ? static_cast<int>(left) : 0, false);
+    // The token before the process (and its socket) goes (§2).
+    wait_for_token_locked(&held, deadline_ms);
+    if (kernel_only() || !peer_reverted_) return;
   }
-  if (kernel_only() || !channel_ || !upgrade_.committed() || !writer_.switched()) return;
-  const int64_t deadline = core::monotonic_ms() + timeout_ms;
-  channel_->close_write();
-  flush_locked(held, timeout_ms);
-  // The token before the process (and its socket) goes (§2).
-  wait_for_token_locked(&held, deadline);
+  // Back on TCP: a Revert came, or RDMA failed during the flush. (No
+  // shutdown: another process may hold the socket; the kernel's close at
+  // exit sends the FIN when ours was the last.)
+  while (!resume_settled_locked() && core::monotonic_ms() < deadline_ms) {
+    held.unlock();
+    sys::real().poll(nullptr, 0, kFlushSliceMs);
+    relock(held);
+    progress_locked();
+  }
 }
 
-bool StreamSocket::flush_locked(std::unique_lock<std::mutex>& held, int timeout_ms) {
+void StreamSocket::finish_closed_at_exit(int64_t deadline_ms) {
+  while (!close_finished() && core::monotonic_ms() < deadline_ms) sys::real().poll(nullptr, 0, kFlushSliceMs);
+}
+
+bool StreamSocket::flush_locked(std::unique_lock<std::mutex>& held, int timeout_ms, bool stall_ends) {
   const int64_t start = core::monotonic_ms();
   int64_t last_completion = start;
   uint64_t completions = channel_ ? channel_->counters().completions : 0;
@@ -560,7 +565,7 @@ bool StreamSocket::flush_locked(std::unique_lock<std::mutex>& held, int timeout_
       completions = channel->counters().completions;
       last_completion = now;
     }
-    if (now - start >= timeout_ms || now - last_completion >= kCloseStallMs) return false;
+    if (now - start >= timeout_ms || (stall_ends && now - last_completion >= kCloseStallMs)) return false;
     channel->arm();
     // A completion that came before the arm would not wake the fd.
     if (channel->progress().value() > 0) continue;
@@ -575,13 +580,29 @@ bool StreamSocket::flush_locked(std::unique_lock<std::mutex>& held, int timeout_
 
 bool StreamSocket::close_finished() {
   std::unique_lock<std::mutex> held = lock_call();
-  if (kernel_only() || !channel_) return true;
+  if (kernel_only() || !channel_) return drop_close_fd_locked();
   progress_locked();
-  if (peer_reverted_) return !resend_pending();
+  if (peer_reverted_) return resume_settled_locked() && drop_close_fd_locked();
   if (token_owed_ && !flush_token_locked()) return false;  // the engine's deadline bounds it
-  if (!channel_ || channel_->error() != 0) return true;
+  if (!channel_ || channel_->error() != 0) return drop_close_fd_locked();
   if (!writer_.switched()) return false;  // the Switch is still due (the server's)
-  return channel_->all_sent();
+  return channel_->all_sent() && drop_close_fd_locked();
+}
+
+bool StreamSocket::drop_close_fd_locked() {
+  if (close_fd_ >= 0) {
+    sys::real().close(close_fd_);
+    close_fd_ = -1;
+  }
+  return true;
+}
+
+void StreamSocket::close_own_dups_in_child() {
+  for (int* fd : {&resend_fd_, &token_fd_, &close_fd_}) {
+    if (*fd < 0) continue;
+    sys::real().close(*fd);
+    *fd = -1;
+  }
 }
 
 // ----------------------------------------------------------------- waiting --

@@ -113,9 +113,14 @@ class StreamSocket final : public ManagedSocket {
   // §4). False: the kernel socket answers.
   bool take_so_error(int fd, int* error) override;
   // The process exits with the socket open: sends a FIN after the data and
-  // waits (at most timeout_ms) until both are delivered, as exit's implicit
-  // close does on TCP.
-  void finish_at_exit(int timeout_ms);
+  // waits (until deadline_ms at most) until both are delivered, or, when
+  // RDMA fails meanwhile, until the connection resumed on TCP (§5.1) and
+  // the kernel holds what we resend: the kernel's own sockets deliver
+  // what they hold after the process is gone, our rings cannot.
+  void finish_at_exit(int64_t deadline_ms);
+  // The process exits while the engine still drains this closed socket:
+  // waits for what close_finished() waits for, until deadline_ms at most.
+  void finish_closed_at_exit(int64_t deadline_ms);
   // The last fd is being closed: posts what is queued and the FIN, and
   // waits (bounded) until the peer's device has acknowledged them, so that
   // an _exit() right after close() loses nothing. Returns true if the
@@ -184,8 +189,12 @@ class StreamSocket final : public ManagedSocket {
   void progress_locked();
   // rdma_cm said the connection ended (DISCONNECTED) or failed.
   void on_transport_lost();
-  // Draining after the last close: true once nothing is left to send.
+  // Draining after the last close: true once nothing is left to send (and,
+  // after a resume on TCP, the peer's Resume record is taken).
   bool close_finished();
+  // In a fork child: closes the dups of the socket this object holds (the
+  // child's copies; only the parent's engine drains the connection).
+  void close_own_dups_in_child();
   // Wakes waiters in wait_settled() (the upgrade phase changed).
   void notify() { settled_.notify_all(); }
   // Blocking connect(): waits until the upgrade left kConnecting (at most
@@ -348,6 +357,14 @@ class StreamSocket final : public ManagedSocket {
   // all in). ok once done; the connection's error if TCP ended or the
   // record is bad (then the connection is reset).
   core::Result<bool> take_resume_record(int fd);
+  // After the application's close or at exit, once back on TCP: writes
+  // what is left to resend and takes the peer's Resume record and the
+  // bytes it resent that our ring had. Left unread, those would make the
+  // kernel's close a reset, which drops what we resent and the kernel had
+  // not sent yet. True once nothing is left to do.
+  bool resume_settled_locked();
+  // Closes close_fd_ (the drain is over); returns true.
+  bool drop_close_fd_locked();
   core::Result<bool> lose_resume(int error, const char* why);
   // Called once a second while the channel is idle (with its probe): a
   // queue pair that failed on the peer's side only can leave ours silent
@@ -385,7 +402,9 @@ class StreamSocket final : public ManagedSocket {
   // released, until they are acknowledged (true), the channel fails (true:
   // nothing more can go), or timeout_ms pass or no completion comes for a
   // while (false: the peer is not taking them).
-  bool flush_locked(std::unique_lock<std::mutex>& held, int timeout_ms);
+  // stall_ends: also gives up after kCloseStallMs without a completion (a
+  // close, whose engine goes on; not at exit, where nothing goes on).
+  bool flush_locked(std::unique_lock<std::mutex>& held, int timeout_ms, bool stall_ends = true);
 
   std::mutex mu_;
   std::atomic<uint32_t> lock_waiters_{0};  // threads blocked in lock_call()/relock()
@@ -440,6 +459,9 @@ class StreamSocket final : public ManagedSocket {
   uint8_t resume_in_[wire::kResumeRecordSize] = {};
   bool tcp_closed_under_rings_ = false;  // look_for_peer_resume(): TCP ended, stop looking
   int resend_fd_ = -1;           // our own dup of the socket while resend_ waits
+  // Our dup of the socket while a closed connection drains: a queue pair
+  // that fails then resumes on TCP (§5.1), which needs the socket open.
+  int close_fd_ = -1;
   // The token (§2): the server's, sent in Bound; the client's copy of it.
   uint8_t token_[wire::kSwitchTokenSize] = {};
   bool token_guard_ = false;     // server: Bound sent; reads look before they take (switch_came_since_look_locked)

@@ -167,6 +167,18 @@ core::Result<bool> StreamSocket::take_resume_record(int fd) {
   return R::ok(true);
 }
 
+bool StreamSocket::resume_settled_locked() {
+  flush_resend_locked();
+  if (resuming_ && reader_.tcp_again()) {
+    int own = dup_own_fd();
+    if (own >= 0) {
+      take_resume_record(own);
+      sys::real().close(own);
+    }
+  }
+  return !resuming_ && !resend_pending();
+}
+
 core::Result<bool> StreamSocket::lose_resume(int error, const char* why) {
   resuming_ = false;
   reset_connection(error == EPROTO ? EPROTO : ECONNRESET, why);

@@ -282,7 +282,8 @@ void StreamSocket::set_fd_hint(int fd) {
 }
 
 int StreamSocket::dup_own_fd() const {
-  for (int fd : {last_fd_, fd_hint_}) {
+  // After the application's close, only our own dups are left.
+  for (int fd : {close_fd_, token_fd_, last_fd_, fd_hint_}) {
     if (fd < 0 || inode_ == 0) continue;
     int copy = sys::real().fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (copy < 0) continue;

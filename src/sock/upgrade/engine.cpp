@@ -267,6 +267,22 @@ void Engine::on_closed(StreamSocket* stream, bool drain) {
   wake();
 }
 
+void Engine::finish_closing_at_exit(int64_t deadline_ms) {
+  std::vector<StreamSocket*> streams;
+  {
+    std::lock_guard<std::mutex> held(mu_);
+    for (Closing& closing : closing_) {
+      closing.stream->retain();
+      streams.push_back(closing.stream);
+    }
+  }
+  // The engine's thread goes on with them too: both take the socket's lock.
+  for (StreamSocket* stream : streams) {
+    stream->finish_closed_at_exit(deadline_ms);
+    stream->release();
+  }
+}
+
 }  // namespace vsock::sock::side_band
 
 namespace vsock::sock {

@@ -213,6 +213,7 @@ class Engine final : public UpgradeEngine {
   void claim(int fd, StreamSocket* stream) override;
   void on_accepted_shared(int fd, StreamSocket* stream) override;
   void on_closed(StreamSocket* stream, bool drain) override;
+  void finish_closing_at_exit(int64_t deadline_ms) override;
   void set_datagram_sink(const DatagramPathSink& sink) override;
   bool listen_datagrams(const sockaddr* address, uint32_t qpn, uint64_t cookie) override;
   void stop_listening_datagrams(uint64_t cookie) override;
@@ -227,6 +228,7 @@ class Engine final : public UpgradeEngine {
   void close_fds_in_child() {
     sys::real().close(channel_.fd());
     sys::real().close(wake_fd_);
+    for (Closing& closing : closing_) closing.stream->close_own_dups_in_child();
   }
 
  private:

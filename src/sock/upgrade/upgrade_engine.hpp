@@ -88,6 +88,9 @@ class UpgradeEngine {
   // The last fd of `stream` was closed; StreamSocket::on_last_close() said
   // whether there is a close to finish (`drain`).
   virtual void on_closed(StreamSocket* stream, bool drain) = 0;
+  // The process exits: waits (until deadline_ms at most) for the closed
+  // connections still draining (StreamSocket::finish_closed_at_exit).
+  virtual void finish_closing_at_exit(int64_t deadline_ms) = 0;
 
   // --- UDP over UD: resolution (DatagramResolution says how) ---
   // Where resolutions' outcomes go (the process's datagram hub).
