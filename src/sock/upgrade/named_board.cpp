@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <new>
 
+#include "sock/upgrade/owner_only_file.hpp"
 #include "sock/upgrade/process_liveness.hpp"
 #include "sock/upgrade/rendezvous_board.hpp"
 #include "sys/real_calls.hpp"
@@ -20,11 +21,9 @@
 namespace vsock::sock {
 namespace {
 
-constexpr const char* kDirectory = "/dev/shm";
-
 std::string name_of(const wire::FamilyEndpoint& at) {
   char text[128];
-  int n = std::snprintf(text, sizeof text, "%s/libvsock-tcp-%u-%u-", kDirectory, static_cast<unsigned>(::geteuid()),
+  int n = std::snprintf(text, sizeof text, "%s/libvsock-tcp-%u-%u-", owner_only::kDirectory, static_cast<unsigned>(::geteuid()),
                         static_cast<unsigned>(at.family));
   const int bytes = at.family == wire::kFamilyIpv4 ? 4 : 16;
   for (int i = 0; i < bytes && n > 0 && n < static_cast<int>(sizeof text) - 3; ++i)
@@ -49,25 +48,18 @@ std::shared_ptr<RendezvousBoard> open_existing(const std::string& name, std::sha
 
 std::shared_ptr<RendezvousBoard> RendezvousBoard::map_file(int fd, bool fresh) {
   struct stat st{};
-  if (fresh && ::ftruncate(fd, sizeof(BoardMemory)) != 0) return nullptr;
-  if (::fstat(fd, &st) != 0) return nullptr;
-  // Only a regular file of ours that nobody else may open, of our size.
-  if (!S_ISREG(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0 ||
-      st.st_size != static_cast<off_t>(sizeof(BoardMemory)))
-    return nullptr;
-  void* mapped = ::mmap(nullptr, sizeof(BoardMemory), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (mapped == MAP_FAILED) return nullptr;
-  auto* memory = static_cast<BoardMemory*>(mapped);
+  auto* memory = static_cast<BoardMemory*>(owner_only::map(fd, sizeof(BoardMemory), fresh, &st));
+  if (memory == nullptr) return nullptr;
   if (fresh) {
     init(memory);
   } else if (__atomic_load_n(&memory->magic, __ATOMIC_ACQUIRE) != BoardMemory::kMagic ||
              memory->size != sizeof(BoardMemory)) {
-    ::munmap(mapped, sizeof(BoardMemory));  // another version's layout
+    ::munmap(memory, sizeof(BoardMemory));  // another version's layout
     return nullptr;
   }
   std::shared_ptr<RendezvousBoard> board(new (std::nothrow) RendezvousBoard(memory, true));
   if (!board) {
-    ::munmap(mapped, sizeof(BoardMemory));
+    ::munmap(memory, sizeof(BoardMemory));
     return nullptr;
   }
   board->device_ = static_cast<uint64_t>(st.st_dev);
@@ -98,17 +90,18 @@ std::shared_ptr<RendezvousBoard> RendezvousBoard::create_named(const sockaddr* l
     // Made whole under a private name, then published at once (link fails
     // if another process published one meanwhile: join that one).
     char temporary[128];
-    std::snprintf(temporary, sizeof temporary, "%s/.libvsock-tcp-%u-%d-%u", kDirectory,
+    std::snprintf(temporary, sizeof temporary, "%s/.libvsock-tcp-%u-%d-%u", owner_only::kDirectory,
                   static_cast<unsigned>(::geteuid()), static_cast<int>(::getpid()), made.fetch_add(1));
-    int fd = ::open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = owner_only::create(temporary);
     if (fd < 0) return nullptr;  // no /dev/shm
     std::shared_ptr<RendezvousBoard> board = map_file(fd, true);
     close_fd(fd);
-    int linked = board ? ::link(temporary, name.c_str()) : -1;
-    int error = errno;
-    ::unlink(temporary);
-    if (!board) return nullptr;
-    if (linked == 0) {
+    if (!board) {
+      ::unlink(temporary);
+      return nullptr;
+    }
+    const int error = owner_only::publish(temporary, name.c_str());
+    if (error == 0) {
       board->name_ = name;
       return board;
     }

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,28 +11,21 @@
 
 #include "core/clock.hpp"
 #include "core/config.hpp"
+#include "sock/upgrade/owner_only_file.hpp"
 #include "sock/upgrade/shared_failure_table.hpp"
 #include "sys/real_calls.hpp"
 
 namespace vsock::sock {
 namespace {
 
-constexpr const char* kDirectory = "/dev/shm";
-
 // The mapping of fd if it is a table of ours that nobody else may open;
 // null otherwise. `fresh`: just made, sized and initialised here.
 SharedFailureMemory* map_table(int fd, bool fresh) {
-  if (fresh && ::ftruncate(fd, sizeof(SharedFailureMemory)) != 0) return nullptr;
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid() || (st.st_mode & 077) != 0 ||
-      st.st_size != static_cast<off_t>(sizeof(SharedFailureMemory)))
-    return nullptr;
-  void* mapped = ::mmap(nullptr, sizeof(SharedFailureMemory), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (mapped == MAP_FAILED) return nullptr;
-  auto* memory = static_cast<SharedFailureMemory*>(mapped);
+  auto* memory = static_cast<SharedFailureMemory*>(owner_only::map(fd, sizeof(SharedFailureMemory), fresh));
+  if (memory == nullptr) return nullptr;
   if (fresh) SharedFailureTable::init(memory);
   if (!SharedFailureTable::valid(memory)) {
-    ::munmap(mapped, sizeof(SharedFailureMemory));
+    ::munmap(memory, sizeof(SharedFailureMemory));
     return nullptr;
   }
   return memory;
@@ -41,7 +33,8 @@ SharedFailureMemory* map_table(int fd, bool fresh) {
 
 SharedFailureMemory* open_table() {
   char name[96];
-  std::snprintf(name, sizeof name, "%s/libvsock-peers-1-%u", kDirectory, static_cast<unsigned>(::geteuid()));
+  std::snprintf(name, sizeof name, "%s/libvsock-peers-1-%u", owner_only::kDirectory,
+                static_cast<unsigned>(::geteuid()));
   for (int attempt = 0; attempt < 2; ++attempt) {
     int fd = ::open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) {
@@ -51,18 +44,20 @@ SharedFailureMemory* open_table() {
     }
     if (errno != ENOENT) return nullptr;
     char temporary[128];
-    std::snprintf(temporary, sizeof temporary, "%s/.libvsock-peers-1-%u-%d", kDirectory,
+    std::snprintf(temporary, sizeof temporary, "%s/.libvsock-peers-1-%u-%d", owner_only::kDirectory,
                   static_cast<unsigned>(::geteuid()), static_cast<int>(::getpid()));
-    fd = ::open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    fd = owner_only::create(temporary);
     if (fd < 0) return nullptr;  // no /dev/shm
     SharedFailureMemory* memory = map_table(fd, true);
     sys::real().close(fd);
-    const int linked = memory != nullptr ? ::link(temporary, name) : -1;
-    const int error = errno;
-    ::unlink(temporary);
-    if (linked == 0) return memory;
-    if (memory != nullptr) ::munmap(memory, sizeof(SharedFailureMemory));
-    if (linked != 0 && error != EEXIST) return nullptr;
+    if (memory == nullptr) {
+      ::unlink(temporary);
+      return nullptr;
+    }
+    const int error = owner_only::publish(temporary, name);
+    if (error == 0) return memory;
+    ::munmap(memory, sizeof(SharedFailureMemory));
+    if (error != EEXIST) return nullptr;
     // Another process published its table meanwhile: use that one.
   }
   return nullptr;
