@@ -13,6 +13,13 @@ TH_PEER=${RXE_VM_PEER_IPADDR:?not on a two-host bed}
 TH_SELF=${RXE_VM_IPADDR:?not on a two-host bed}
 TH_COUNTERS=/sys/class/infiniband/${RXE_VM_DEV:-rxe0}/ports/1/hw_counters
 TH_WORK=$(mktemp -d /tmp/vsock-twohost.XXXXXX) || exit 2
+# VSOCK_TH_RXE_DEBUG=1: rxe's own debug lines (why its responder refused a
+# packet, say) go to the kernel log, and th_evidence prints the last ones.
+if [ "${VSOCK_TH_RXE_DEBUG:-0}" = 1 ]; then
+  mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug 2>/dev/null
+  echo 'module rdma_rxe +p' > /sys/kernel/debug/dynamic_debug/control 2>/dev/null ||
+    echo "twohost: no dynamic debug for rdma_rxe here" >&2
+fi
 
 th_exit() {
   local status=$?
@@ -58,6 +65,16 @@ th_evidence() {
   TH_TCP_DELTA=$((so - s0 + si - s1))
   th_log "$1: device rxe0 packets sent $((ps - p0)) received $((pr - p1));" \
     "kernel TCP segments out $((so - s0)) in $((si - s1))"
+  # The device's own account of trouble since boot (drops on its way out,
+  # sequence errors, retries): what made a queue pair fail, if one did.
+  local name trouble=""
+  for name in send_err rcvd_seq_err out_of_seq_request duplicate_request retry_exceeded_err \
+    completer_retry_err rcvd_rnr_err send_rnr_err; do
+    [ -r "$TH_COUNTERS/$name" ] && trouble+=" $name=$(cat "$TH_COUNTERS/$name")"
+  done
+  th_log "$1: rxe0 since boot:$trouble"
+  [ "${VSOCK_TH_RXE_DEBUG:-0}" = 1 ] && dmesg | grep -i rxe | tail -n 20 | sed 's/^/  kernel: /'
+  return 0
 }
 
 # th_kill_wait PID SIG SECS: signals PID and waits for it (SIGKILL after SECS).
