@@ -61,7 +61,11 @@ stop_all() {
   local status=$? p
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done   # rxe-vm.sh stops its own guest
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-  rm -rf "$pair_dir"
+  if [ "${VSOCK_RXE_KEEP:-0}" = 1 ]; then
+    echo "$me: kept $pair_dir (work-a, work-b: each host's logs)" >&2
+  else
+    rm -rf "$pair_dir"
+  fi
   exit "$status"
 }
 trap stop_all EXIT

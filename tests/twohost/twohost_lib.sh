@@ -23,7 +23,10 @@ fi
 
 th_exit() {
   local status=$?
-  [ $status = 0 ] || th_show_logs
+  [ $status = 0 ] || { th_show_logs; th_device_trouble "at the failure"; }
+  # VSOCK_RXE_KEEP=1: the whole work directory stays for a look afterwards
+  # (two-hosts.sh keeps the shared pair directory then).
+  [ "${VSOCK_RXE_KEEP:-0}" = 1 ] && cp -r "$TH_WORK" "$VSOCK_PAIR_DIR/work-$TH_ROLE" 2>/dev/null
   pair_done "$status"
   rm -rf "$TH_WORK"
   exit $status
@@ -65,8 +68,13 @@ th_evidence() {
   TH_TCP_DELTA=$((so - s0 + si - s1))
   th_log "$1: device rxe0 packets sent $((ps - p0)) received $((pr - p1));" \
     "kernel TCP segments out $((so - s0)) in $((si - s1))"
-  # The device's own account of trouble since boot (drops on its way out,
-  # sequence errors, retries): what made a queue pair fail, if one did.
+  th_device_trouble "$1"
+}
+
+# th_device_trouble LABEL: the device's own account of trouble since boot
+# (drops on its way out, sequence errors, retries): what made a queue pair
+# fail, if one did.
+th_device_trouble() {
   local name trouble=""
   for name in send_err rcvd_seq_err out_of_seq_request duplicate_request retry_exceeded_err \
     completer_retry_err rcvd_rnr_err send_rnr_err; do

@@ -201,6 +201,41 @@ static ssize_t read_some(struct conn* c, struct direction* d, uint64_t* ops, uns
   }
 }
 
+/* After a mismatch at stream offset `at` (`got`: the `len` bytes received
+ * from there): how many of them differ, and where in the stream they are
+ * found, if anywhere within 8 MiB (a stale lap of a ring, bytes delivered
+ * twice or skipped), into `out`. Diagnostic only. */
+static void explain_mismatch(uint64_t seed, uint64_t at, const unsigned char* got, size_t len, char* out,
+                             size_t size) {
+  enum { kWindow = 8 << 20, kProbe = 32 };
+  const uint64_t from = at > kWindow ? at - kWindow : 0;
+  const size_t span = (size_t)(at - from) + kWindow;
+  unsigned char* ref = malloc(span);
+  if (!ref) {
+    snprintf(out, size, "no memory to explain it");
+    return;
+  }
+  struct sg_stream s;
+  sg_stream_init(&s, seed);
+  for (uint64_t skipped = 0; skipped < from;) {  /* to `from`, a window at a time */
+    size_t n = from - skipped < span ? (size_t)(from - skipped) : span;
+    sg_stream_fill(&s, ref, n);
+    skipped += n;
+  }
+  sg_stream_fill(&s, ref, span);
+  const unsigned char* expected = ref + (at - from);
+  size_t differ = 0;
+  for (size_t i = 0; i < len && i < kWindow; i++) differ += got[i] != expected[i];
+  const size_t probe = len < kProbe ? len : kProbe;
+  const unsigned char* hit = probe > 0 ? memmem(ref, span, got, probe) : NULL;
+  if (hit)
+    snprintf(out, size, "%zu of the %zu bytes differ; they are the stream's bytes at %" PRIu64 " (%+" PRId64 ")",
+             differ, len, from + (uint64_t)(hit - ref), (int64_t)(from + (uint64_t)(hit - ref)) - (int64_t)at);
+  else
+    snprintf(out, size, "%zu of the %zu bytes differ; found nowhere within 8 MiB of the stream", differ, len);
+  free(ref);
+}
+
 static void* reader_main(void* arg) {
   struct conn* c = arg;
   struct direction* d = &c->in;
@@ -224,7 +259,9 @@ static void* reader_main(void* arg) {
     }
     size_t ok = sg_stream_check(&stream, buf, (size_t)r);
     if (ok != (size_t)r) {
-      fail_dir(c, d, "byte %" PRIu64 " differs (read of %zd at %" PRIu64 ")", d->done + ok, r, d->done);
+      char why[160];
+      explain_mismatch(d->seed, d->done + ok, buf + ok, (size_t)r - ok, why, sizeof why);
+      fail_dir(c, d, "byte %" PRIu64 " differs (read of %zd at %" PRIu64 "): %s", d->done + ok, r, d->done, why);
       break;
     }
     sg_fnv(&d->fnv, buf, (size_t)r);
