@@ -258,18 +258,21 @@ case $scenario in
     # And a client write that comes before the server's Bound (an early
     # upgrade: its accept() came after the request) goes on TCP by design
     # (protocol.md §2): 1 run in 3 here sent ~68 kB so. Such a run is
-    # repeated once, by both hosts together (they agree through the pair
-    # directory); the second must be clean.
-    verdict=clean
-    [ "$(stat_of upgrades_done)" -ge "$conns" ] && [ "$(stat_of stream_resumes)" = 0 ] || verdict=short
-    [ "$TH_ROLE" = a ] || [ "$(stat_of tcp_bytes_sent)" = 0 ] || verdict=short
-    pair_mark libvsock-verdict "$verdict"
-    peer_verdict=$(pair_wait libvsock-verdict 120) || ut_fail "no verdict from the other host"
-    if [ "$verdict" != clean ] || [ "$peer_verdict" != clean ]; then
+    # repeated, twice at most, by both hosts together (they agree through
+    # the pair directory); the last must meet the bounds below. (With one
+    # host core spinning, rxe failed a queue pair in most runs: 2 repeats
+    # make a clean run likely; every run is byte-exact regardless.)
+    for again in 1 2; do
+      verdict=clean
+      [ "$(stat_of upgrades_done)" -ge "$conns" ] && [ "$(stat_of stream_resumes)" = 0 ] || verdict=short
+      [ "$TH_ROLE" = a ] || [ "$(stat_of tcp_bytes_sent)" = 0 ] || verdict=short
+      pair_mark "libvsock-verdict-$again" "$verdict"
+      peer_verdict=$(pair_wait "libvsock-verdict-$again" 120) || ut_fail "no verdict from the other host"
+      [ "$verdict" = clean ] && [ "$peer_verdict" = clean ] && break
       th_log "libvsock: a connection stayed on TCP, resumed there, or the client wrote before Bound" \
-        "(this host $verdict, the other $peer_verdict): once more"
-      one_run libvsock-again 1 1
-    fi
+        "(this host $verdict, the other $peer_verdict): once more ($again of 2)"
+      one_run "libvsock-again-$again" 1 1
+    done
     [ "$(stat_of upgrades_done)" -ge "$conns" ] || ut_fail "host $TH_ROLE upgraded $(stat_of upgrades_done) of $conns connections"
     # The client's connect waits for the upgrade (and, in a clean run, the
     # server's Bound came first), so none of its bytes go on TCP; but a

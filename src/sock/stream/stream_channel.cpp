@@ -414,6 +414,7 @@ void StreamChannel::queue_credit(PostBatch& batch) {
     fill_control(add_send(batch, false), credit_immediate(static_cast<uint32_t>(due)).value());
     credit_.on_returned(due);
     ++counters_.credits_sent;
+    counters_.credit_bytes_sent += due;
   }
 }
 
@@ -459,6 +460,7 @@ void StreamChannel::queue_data(PostBatch& batch, bool force_flush) {
     wr.wr.rdma.remote_addr = plan.value().first.address;
     wr.wr.rdma.rkey = remote_.rkey();
     remote_.commit(length);
+    counters_.data_bytes_posted += length;
     staged_ -= length;
     if (coalescing_) last_data_post_us_ = core::monotonic_us();  // only the window reads it
     ++counters_.data_wrs;
@@ -674,11 +676,13 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
         return violation("DATA beyond the credit the writer had");
       credit_.on_peer_wrote(ring_.available());
       ++counters_.data_received;
+      counters_.data_bytes_received += immediate.value;
       return;
     case ImmediateType::kCredit:
       if (wc.byte_len != 0) return violation("CREDIT with a payload");
       if (!started_ || !remote_.on_credit(immediate.value)) return violation("CREDIT for more than is in flight");
       ++counters_.credits_received;
+      counters_.credit_bytes_received += immediate.value;
       return;
     case ImmediateType::kControl:
       if (wc.byte_len != 0) return violation("CONTROL with a payload");
@@ -792,10 +796,26 @@ void StreamChannel::fail(int error, const char* why, bool resumable) {
   fin_pending_ = false;
   // After both ends said they were done (or we ended it), the queue pair's
   // teardown flushes what is still posted: expected, nothing to act on.
-  if (aborted_ || close_requested_ || (peer_fin_ && write_shut_))
+  const bool expected = aborted_ || close_requested_ || (peer_fin_ && write_shut_);
+  if (expected)
     VSOCK_LOG(kDebug, "stream: QP %u failed after the close: %s", qp_.qpn(), why);
   else
     VSOCK_LOG(kInfo, "stream: QP %u failed: %s", qp_.qpn(), why);
+  // Both ends log these when a queue pair fails: what one side's device
+  // took must match what the other's posted (a device that delivered a
+  // CREDIT twice shows here, on the side that took it).
+  const core::LogLevel level = expected ? core::LogLevel::kDebug : core::LogLevel::kInfo;
+  if (core::log_enabled(level))
+    core::log_message(level,
+            "stream: QP %u: DATA posted %llu B, taken %llu B in %llu; CREDIT posted %llu B in %llu, taken %llu B "
+            "in %llu",
+            qp_.qpn(), static_cast<unsigned long long>(counters_.data_bytes_posted),
+            static_cast<unsigned long long>(counters_.data_bytes_received),
+            static_cast<unsigned long long>(counters_.data_received),
+            static_cast<unsigned long long>(counters_.credit_bytes_sent),
+            static_cast<unsigned long long>(counters_.credits_sent),
+            static_cast<unsigned long long>(counters_.credit_bytes_received),
+            static_cast<unsigned long long>(counters_.credits_received));
   // In the error state the peer can write nothing more into the ring, and
   // every outstanding request completes (flushed), so nothing is left
   // pending on the device when the channel is destroyed.

@@ -292,10 +292,11 @@ class Engine final : public UpgradeEngine {
   void finish_connect(StreamSocket* stream);
   // The connecting socket's peer is in `peers` (a live entry) / goes in.
   bool peer_is_in(StreamSocket* stream, PeerFailureCache* peers);
-  void remember_peer_of(StreamSocket* stream, PeerFailureCache* peers);
-  // The stream's peer is a plain one (true) or runs libvsock (false), for
-  // this user's other processes (shared_peer_failures.hpp).
-  void share_peer_of(StreamSocket* stream, bool plain);
+  // What remember_peer_of() also tells this user's other processes
+  // (shared_peer_failures.hpp) of the peer.
+  enum class SharedNews { kNone, kPlain, kRunsLibvsock };
+  // The stream's peer goes in `peers` (one getpeername for both).
+  void remember_peer_of(StreamSocket* stream, PeerFailureCache* peers, SharedNews news);
   void on_connection_event(StreamSocket* stream, const rdma::CmEvent& event);
   void check_timers();
   static bool switch_in_progress(StreamSocket* stream);

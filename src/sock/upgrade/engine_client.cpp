@@ -200,8 +200,7 @@ void Engine::finish_connect(StreamSocket* stream) {
       stream->connection() = connector.take_connection();
       stream->set_bound_promised((accept.value().flags & wire::kAcceptFlagBound) != 0);
       stream->apply(stream->upgrade().on(UpgradeEvent::kCmEstablished));
-      remember_peer_of(stream, &answering_peers_);
-      share_peer_of(stream, false);
+      remember_peer_of(stream, &answering_peers_, SharedNews::kRunsLibvsock);
       return;
     }
     case rdma::CmOutcome::kRejected: {
@@ -236,11 +235,11 @@ void Engine::finish_connect(StreamSocket* stream) {
   // Only a peer that took our TCP connection and still said no is worth
   // remembering: a refused TCP connect says nothing about its library.
   if (stream->kernel_only() && UpgradeState::remember_peer(reason) && !peer_answered) {
-    remember_peer_of(stream, &cache_);
     // "No libvsock there", said by the peer's own host, is worth telling
     // this user's other processes; a timeout or an unreachable peer is not
     // (a busy host, a server slow to start, a link down for a moment).
-    if (reason == FallbackReason::kNoListener || reason == FallbackReason::kRejected) share_peer_of(stream, true);
+    const bool plain = reason == FallbackReason::kNoListener || reason == FallbackReason::kRejected;
+    remember_peer_of(stream, &cache_, plain ? SharedNews::kPlain : SharedNews::kNone);
   }
 }
 
@@ -260,21 +259,16 @@ bool Engine::peer_is_in(StreamSocket* stream, PeerFailureCache* peers) {
          peers->should_skip(reinterpret_cast<sockaddr*>(&peer), len, static_cast<uint64_t>(core::monotonic_ms()));
 }
 
-void Engine::share_peer_of(StreamSocket* stream, bool plain) {
+void Engine::remember_peer_of(StreamSocket* stream, PeerFailureCache* peers, SharedNews news) {
   sockaddr_storage peer{};
   socklen_t len = 0;
   if (!peer_address(stream, &peer, &len)) return;
-  if (plain)
-    share_plain_peer(reinterpret_cast<sockaddr*>(&peer), len);
-  else
-    forget_plain_peer(reinterpret_cast<sockaddr*>(&peer), len);
-}
-
-void Engine::remember_peer_of(StreamSocket* stream, PeerFailureCache* peers) {
-  sockaddr_storage peer{};
-  socklen_t len = 0;
-  if (peer_address(stream, &peer, &len))
-    peers->record_failure(reinterpret_cast<sockaddr*>(&peer), len, static_cast<uint64_t>(core::monotonic_ms()));
+  const auto* at = reinterpret_cast<const sockaddr*>(&peer);
+  peers->record_failure(at, len, static_cast<uint64_t>(core::monotonic_ms()));
+  if (news == SharedNews::kPlain)
+    share_plain_peer(at, len);
+  else if (news == SharedNews::kRunsLibvsock)
+    forget_plain_peer(at, len);
 }
 
 }  // namespace vsock::sock::side_band
