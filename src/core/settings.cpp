@@ -55,10 +55,11 @@ bool parse_mode(std::string_view text, OffloadMode* out, std::string* why) {
 
 bool is_power_of_two(uint32_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
-// A ring's bytes: a power of two from `min` to 1 GiB.
+// A ring's bytes: a power of two from `min` to 512 MiB.
 bool parse_ring_bytes(std::string_view value, uint32_t min, uint32_t* out, std::string* why) {
   uint32_t v;
-  if (!parse_u32(value, min, 1u << 30, &v, why)) return false;
+  // 512 MiB: the largest ring a peer accepts (StreamChannel::kMaxPeerRing).
+  if (!parse_u32(value, min, 1u << 29, &v, why)) return false;
   if (!is_power_of_two(v)) {
     *why = "must be a power of two";
     return false;

@@ -1,7 +1,7 @@
 // libFuzzer target: the stream immediates a peer sends (docs/protocol.md §3)
 // and the receive-side bookkeeping they drive.
 //
-// Input: byte 0 picks the ring capacity (2^0 .. 2^31); then records of
+// Input: byte 0 picks the ring capacity (2^0 .. 2^29); then records of
 // 5 bytes: 4 bytes of immediate exactly as they come off the wire, 1 byte
 // saying how much of the ring the application consumes afterwards. Each
 // immediate goes through parse_immediate() and, if accepted, is applied the
@@ -10,11 +10,15 @@
 // Invariants (trap on violation):
 //   - a parsed immediate has a type 0..2 and a value in range, and encodes
 //     back to the same word;
-//   - DATA is accepted exactly when it fits the writer's possible credit
-//     (the ring minus its contents minus consumed-but-unreported bytes),
-//     which is never more than the ring's free space; the ring never holds
-//     more than its capacity and every readable span lies inside it;
-//   - a CREDIT is accepted exactly when it does not exceed what is in flight;
+//   - DATA (the position its write ends at, version 3) is accepted exactly
+//     when the distance from the ring's tail is not zero and fits the
+//     writer's possible credit (the ring minus its contents minus
+//     consumed-but-unreported bytes), which is never more than the ring's
+//     free space; the ring never holds more than its capacity and every
+//     readable span lies inside it;
+//   - a CREDIT (the position the reader consumed to) is accepted exactly
+//     when the distance from the writer's head is not zero and does not
+//     exceed what is in flight;
 //   - the credit policy never returns more than was consumed, never more
 //     than one immediate carries, and never leaves a writer without credit
 //     while consumed bytes are unreported.
@@ -52,7 +56,7 @@ void check_spans_inside(const RingIndex& ring, const RingSpans& spans) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const uint64_t capacity = uint64_t{1} << (data[0] % 32);
+  const uint64_t capacity = uint64_t{1} << (data[0] % 30);
   vsock::core::Result<RingIndex> made_ring = RingIndex::create(capacity);
   vsock::core::Result<RingIndex> made_remote = RingIndex::create(capacity);
   check(made_ring.has_value() && made_remote.has_value());
@@ -79,27 +83,30 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       vsock::core::Result<uint32_t> again = vsock::sock::encode_immediate(imm);
       check(again.has_value() && again.value() == word);
       if (imm.type == ImmediateType::kData) {
-        check(imm.value != 0);
-        const bool fits = imm.value + ring.used() + credit.unreported() <= capacity;
-        check(credit.accepts_write(ring.used(), imm.value) == fits);
-        check(!fits || imm.value <= ring.space());
+        const uint64_t length = vsock::sock::distance_to(ring.tail(), imm.value);
+        check(length <= kImmediateValueMax);
+        const bool fits = length != 0 && length + ring.used() + credit.unreported() <= capacity;
+        check(length == 0 || credit.accepts_write(ring.used(), length) == fits);
+        check(!fits || length <= ring.space());
         const uint64_t before = ring.used();
         if (fits) {  // as StreamChannel: credit check first, then the ring
-          check(ring.produce(imm.value).has_value());
+          check(ring.produce(length).has_value());
           credit.on_peer_wrote(ring.used());
         }
-        check(ring.used() == (fits ? before + imm.value : before));
+        check(ring.used() == (fits ? before + length : before));
       } else if (imm.type == ImmediateType::kCredit) {
-        check(imm.value != 0);
-        const bool legal = imm.value <= remote.used();
-        check(remote.consume(imm.value).has_value() == legal);
+        const uint64_t returned = vsock::sock::distance_to(remote.head(), imm.value);
+        if (returned != 0) {  // as StreamChannel: no distance is refused before the ring is asked
+          const bool legal = returned <= remote.used();
+          check(remote.consume(returned).has_value() == legal);
+        }
       } else {
         check(imm.value >= 1 && imm.value <= 3);  // FIN, RESET, CLOSED
       }
     } else {
       const uint32_t type = word >> 30, value = word & kImmediateValueMax;
       // Refused only for what §3 forbids.
-      check(type == 3 || (type <= 1 && value == 0) || (type == 2 && (value == 0 || value > 3)));
+      check(type == 3 || (type == 2 && (value == 0 || value > 3)));
     }
     check(ring.used() <= ring.capacity());
     check_spans_inside(ring, ring.readable_all());
@@ -119,6 +126,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       returned_total += due;
     }
     check(returned_total + credit.unreported() == consumed_total);
+    check(credit.returned() == returned_total);
     // The writer's credit as we know it: capacity - in ring - unreported.
     // If it is exhausted and anything is unreported, the credit must be due.
     if (ring.used() + credit.unreported() >= capacity && credit.unreported() > 0) check(credit.due() != 0);

@@ -13,7 +13,7 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
 # The protocol version every message carries (src/sock/wire/protocol.hpp).
-VERSION = 2
+VERSION = 3
 
 
 def ip4(text):

@@ -33,7 +33,9 @@ constexpr uint64_t kRing = 64 << 10;
 constexpr uint64_t kSeed = 0xBAD;
 
 // Immediate words, host order, built by hand: the attacker must be able to
-// say what encode_immediate() refuses.
+// say what encode_immediate() refuses. DATA carries the stream position its
+// write ends at, CREDIT the position consumed to (protocol version 3); each
+// connection's positions start at 0.
 constexpr uint32_t word(uint32_t type, uint32_t value) { return type << 30 | value; }
 constexpr uint32_t kData = 0, kCredit = 1, kControl = 2;
 
@@ -122,7 +124,7 @@ struct Case {
   bool (*attack)(Attacker& a);
 };
 
-// Sends the valid prefix as one DATA write at offset 0.
+// Sends the valid prefix as one DATA write at offset 0 (it ends at `length`).
 bool send_prefix(Attacker& a, uint32_t length) { return write_imm(a, 0, length, word(kData, length)); }
 
 const Case kCases[] = {
@@ -137,8 +139,8 @@ const Case kCases[] = {
      [](Attacker& a) {
        // 60000 + 5536 fill the 64 KiB ring exactly (legal); 4464 more at the
        // ring's start are bytes the writer never had credit for.
-       return write_imm(a, 0, 60000, word(kData, 60000)) && write_imm(a, 60000, 5536, word(kData, 5536)) &&
-              write_imm(a, 0, 4464, word(kData, 4464));
+       return write_imm(a, 0, 60000, word(kData, 60000)) && write_imm(a, 60000, 5536, word(kData, 65536)) &&
+              write_imm(a, 0, 4464, word(kData, 70000));
      }},
     {"DATA into consumed but uncredited space", 60000, 1000, false,
      [](Attacker& a) {
@@ -147,8 +149,13 @@ const Case kCases[] = {
        // 5536 bytes of credit, then 1000: more than its credit (536), less
        // than the ring's free space (1536). Not filling the credit exactly
        // keeps the victim from returning credit in between.
-       return write_imm(a, 60000, 5000, word(kData, 5000)) && write_imm(a, 0, 1000, word(kData, 1000));
+       return write_imm(a, 60000, 5000, word(kData, 65000)) && write_imm(a, 0, 1000, word(kData, 66000));
      }},
+    // The same DATA immediate twice (what a device that delivers one twice
+    // shows): the second ends where the ring already stands, a write of
+    // nothing, yet it carries bytes.
+    {"DATA delivered twice", 1000, 0, false,
+     [](Attacker& a) { return write_imm(a, 0, 1000, word(kData, 1000)); }},
     {"CREDIT with nothing in flight", 0, 0, false, [](Attacker& a) { return write_imm(a, 0, 0, word(kCredit, 100)); }},
     {"zero CREDIT", 0, 0, false, [](Attacker& a) { return write_imm(a, 0, 0, word(kCredit, 0)); }},
     {"CONTROL with unknown code 7", 0, 0, false, [](Attacker& a) { return write_imm(a, 0, 0, word(kControl, 7)); }},

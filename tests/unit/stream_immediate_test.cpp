@@ -12,16 +12,30 @@
 namespace vsock::sock {
 namespace {
 
-TEST(StreamImmediate, DataRoundTrips) {
-  for (uint32_t length : {1u, 2u, 64u, 65536u, kImmediateValueMax}) {
-    core::Result<uint32_t> word = data_immediate(length);
-    ASSERT_TRUE(word.has_value()) << length;
+TEST(StreamImmediate, DataCarriesTheEndPositionsLow30Bits) {
+  for (uint64_t position : {uint64_t{0}, uint64_t{1}, uint64_t{65536}, uint64_t{kImmediateValueMax},
+                            uint64_t{1} << 30, (uint64_t{7} << 30) + 12345, UINT64_MAX}) {
+    core::Result<uint32_t> word = data_immediate(position);
+    ASSERT_TRUE(word.has_value()) << position;
     EXPECT_EQ(word.value() >> 30, 0u);
     core::Result<Immediate> parsed = parse_immediate(word.value());
     ASSERT_TRUE(parsed.has_value());
     EXPECT_EQ(parsed.value().type, ImmediateType::kData);
-    EXPECT_EQ(parsed.value().value, length);
+    EXPECT_EQ(parsed.value().value, position & kImmediateValueMax);
   }
+}
+
+// The receiver's side of a position (protocol version 3): the distance from
+// where it stands, across the 2^30 wrap; what was already taken (an
+// immediate delivered twice) is no distance at all.
+TEST(StreamImmediate, DistanceToAPositionWrapsAndADuplicateIsZero) {
+  EXPECT_EQ(distance_to(0, wire_position(100)), 100u);
+  EXPECT_EQ(distance_to(1000, wire_position(1000)), 0u);  // delivered twice
+  const uint64_t near_wrap = (uint64_t{3} << 30) - 10;
+  EXPECT_EQ(distance_to(near_wrap, wire_position(near_wrap + 30)), 30u);
+  EXPECT_EQ(distance_to(near_wrap, wire_position(near_wrap + kImmediateValueMax)), kImmediateValueMax);
+  // An old position (a replay) lies almost 2^30 ahead: beyond any ring.
+  EXPECT_EQ(distance_to(5000, wire_position(4000)), (uint64_t{1} << 30) - 1000);
 }
 
 TEST(StreamImmediate, CreditAndControlRoundTrip) {
@@ -46,34 +60,33 @@ TEST(StreamImmediate, CreditAndControlRoundTrip) {
 }
 
 TEST(StreamImmediate, SenderBugsAreEinval) {
-  EXPECT_EQ(data_immediate(0).error(), EINVAL);
-  EXPECT_EQ(data_immediate(kImmediateValueMax + 1).error(), EINVAL);
-  EXPECT_EQ(credit_immediate(0).error(), EINVAL);
-  EXPECT_EQ(credit_immediate(UINT32_MAX).error(), EINVAL);
+  EXPECT_EQ(encode_immediate({ImmediateType::kData, kImmediateValueMax + 1}).error(), EINVAL);
+  EXPECT_EQ(encode_immediate({ImmediateType::kCredit, UINT32_MAX}).error(), EINVAL);
   EXPECT_EQ(control_immediate(static_cast<ControlCode>(4)).error(), EINVAL);
   EXPECT_EQ(encode_immediate({static_cast<ImmediateType>(3), 1}).error(), EINVAL);
 }
 
 TEST(StreamImmediate, PeerViolationsAreEproto) {
-  EXPECT_EQ(parse_immediate(0).error(), EPROTO);                   // zero-length DATA
-  EXPECT_EQ(parse_immediate(1u << 30).error(), EPROTO);            // zero CREDIT
   EXPECT_EQ(parse_immediate(2u << 30).error(), EPROTO);            // CONTROL code 0
   EXPECT_EQ(parse_immediate((2u << 30) | 4).error(), EPROTO);      // unknown control code
   EXPECT_EQ(parse_immediate((2u << 30) | kImmediateValueMax).error(), EPROTO);
   EXPECT_EQ(parse_immediate(3u << 30).error(), EPROTO);            // type 3
   EXPECT_EQ(parse_immediate((3u << 30) | 5).error(), EPROTO);
   EXPECT_EQ(parse_immediate(UINT32_MAX).error(), EPROTO);
+  // Any position parses: whether it makes sense is the receiver's to say.
+  EXPECT_TRUE(parse_immediate(0).has_value());
+  EXPECT_TRUE(parse_immediate(1u << 30).has_value());
 }
 
-// Every type-3 word and every control word outside {1, 2} is refused; every
-// other word parses back to exactly itself.
+// Every type-3 word and every control word outside {1, 2, 3} is refused;
+// every other word parses back to exactly itself.
 TEST(StreamImmediate, EveryWordIsRefusedOrRoundTrips) {
   uint64_t accepted = 0;
   for (uint64_t w = 0; w <= UINT32_MAX; w += 65521) {  // a prime stride visits every type and many values
     uint32_t word = static_cast<uint32_t>(w);
     core::Result<Immediate> parsed = parse_immediate(word);
     uint32_t type = word >> 30, value = word & kImmediateValueMax;
-    bool valid = (type <= 1 && value != 0) || (type == 2 && (value == 1 || value == 2));
+    bool valid = type <= 1 || (type == 2 && value >= 1 && value <= 3);
     ASSERT_EQ(parsed.has_value(), valid) << std::hex << word;
     if (!valid) {
       EXPECT_EQ(parsed.error(), EPROTO);

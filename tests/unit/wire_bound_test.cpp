@@ -25,7 +25,7 @@ BoundMessage sample() {
 TEST(BoundMessage, LayoutIsTheDocumentsOne) {
   Bytes out(kBoundMessageSize);
   encode(sample(), out.data());
-  const Bytes expected = {'V',  'S',  'K',  'B',  2,    0,    0,    0,    1,    2,    3,
+  const Bytes expected = {'V',  'S',  'K',  'B',  3,    0,    0,    0,    1,    2,    3,
                           4,    5,    6,    7,    8,    0xf0, 0xf1, 0xf2, 0xf3, 0xf4, 0xf5,
                           0xf6, 0xf7, 0xf8, 0xf9, 0xfa, 0xfb, 0xfc, 0xfd, 0xfe, 0xff};
   EXPECT_EQ(out, expected);

@@ -75,12 +75,16 @@ namespace {
 
 // Immediates: type:2 | value:30, network order on the wire.
 constexpr uint32_t kData = 0u << 30, kCredit = 1u << 30, kControl = 2u << 30, kReserved = 3u << 30;
+// DATA carries the stream position its write ends at, CREDIT the position
+// consumed to: their low 30 bits (protocol version 3).
+constexpr uint32_t kPositionMask = (1u << 30) - 1;
+uint32_t pos(uint64_t position) { return uint32_t(position) & kPositionMask; }
 constexpr uint32_t kFin = 1;
 constexpr uint32_t kMessageSlot = 64;  // the library's receive buffer
 constexpr int kRecvSlots = 512;
 constexpr int kSendDepth = 256;
 constexpr uint64_t kRecvTag = uint64_t{1} << 63;
-constexpr uint8_t kVersion = 2;  // docs/protocol.md
+constexpr uint8_t kVersion = 3;  // docs/protocol.md
 constexpr size_t kTokenSize = 16;
 constexpr size_t kBoundSize = 16 + kTokenSize;
 
@@ -167,8 +171,8 @@ void poll_once(Peer& p) {
       } else if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
         uint32_t imm = ntohl(wc.imm_data);
         uint32_t type = imm & (3u << 30), value = imm & ((1u << 30) - 1);
-        if (type == kData) p.data_in += value, ++p.data_wrs_in;
-        if (type == kCredit) p.credit_in += value;
+        if (type == kData) p.data_in += (value - pos(p.data_in)) & kPositionMask, ++p.data_wrs_in;
+        if (type == kCredit) p.credit_in += (value - pos(p.credit_in)) & kPositionMask;
         if (type == kControl && value == kFin) p.fin_in = true;
         if (type == kControl && value == 2) p.reset_in = true;
       }
@@ -245,7 +249,7 @@ bool stream(Peer& p, const void* data, uint32_t len) {
   if (offset + len > p.peer_cap) die("internal: stream write would wrap");
   memmove(p.src_mem.data(), data, len);
   bool ok = post(p, IBV_WR_RDMA_WRITE_WITH_IMM, p.peer_addr + offset, p.peer_rkey, p.src_mem.data(), len, true,
-                 kData | len);
+                 kData | pos(p.tail + len));
   p.tail += len;
   return ok;
 }
@@ -780,11 +784,11 @@ int main(int argc, char** argv) {
 
   if (mode == "data-length") {
     cmd("read data-length");
-    write_at(p, p.tail, 'Z', 100, kData | 200);  // says 200, carries 100
+    write_at(p, p.tail, 'Z', 100, kData | pos(p.tail + 200));  // says 200, carries 100
     report(p, mode.c_str(), 2000);
   } else if (mode == "data-zero") {
     cmd("read data-zero");
-    control(p, kData | 0);
+    control(p, kData | pos(p.tail));  // ends where it starts
     report(p, mode.c_str(), 2000);
   } else if (mode == "overflow") {
     // The server holds off reading for 3 s: its ring has room for cap -
@@ -793,14 +797,14 @@ int main(int argc, char** argv) {
     std::string line = "read overflow 3000\n";
     command(p, line);
     uint64_t rest = cap - p.tail;
-    write_at(p, p.tail, 'A', uint32_t(rest), kData | uint32_t(rest));
-    write_at(p, 0, 'Z', 1, kData | 1);
+    write_at(p, p.tail, 'A', uint32_t(rest), kData | pos(p.tail + rest));
+    write_at(p, 0, 'Z', 1, kData | pos(p.tail + rest + 1));
     report(p, mode.c_str(), 4000);
   } else if (mode == "oob-end" || mode == "oob-before" || mode == "bad-rkey") {
     cmd("read " + mode);
     uint64_t address = mode == "oob-end" ? p.peer_addr + cap - 32 : mode == "oob-before" ? p.peer_addr - 64 : p.peer_addr;
     uint32_t rkey = mode == "bad-rkey" ? p.peer_rkey + 0x100 : p.peer_rkey;
-    post(p, IBV_WR_RDMA_WRITE_WITH_IMM, address, rkey, fill_source(p, 'Z', 64), 64, true, kData | 64);
+    post(p, IBV_WR_RDMA_WRITE_WITH_IMM, address, rkey, fill_source(p, 'Z', 64), 64, true, kData | pos(p.tail + 64));
     report(p, mode.c_str(), 3000);
     if (p.send_failed == 0) {
       printf("FAIL: %s: the device accepted a write outside the advertised ring\n", mode.c_str());
@@ -809,11 +813,11 @@ int main(int argc, char** argv) {
   } else if (mode == "credit-excess") {
     cmd("read credit-excess");
     // The server wrote its "ok" (3 bytes) into our ring: credit 1 more.
-    control(p, kCredit | uint32_t(p.data_in + 1));
+    control(p, kCredit | pos(p.data_in + 1));
     report(p, mode.c_str(), 2000);
   } else if (mode == "credit-zero") {
     cmd("read credit-zero");
-    control(p, kCredit | 0);
+    control(p, kCredit | 0);  // where the server's head stands: nothing returned
     report(p, mode.c_str(), 2000);
   } else if (mode == "credit-payload") {
     cmd("read credit-payload");
@@ -838,7 +842,7 @@ int main(int argc, char** argv) {
   } else if (mode == "data-after-fin") {
     cmd("read data-after-fin");
     control(p, kControl | kFin);
-    write_at(p, p.tail, 'Z', 10, kData | 10);
+    write_at(p, p.tail, 'Z', 10, kData | pos(p.tail + 10));
     report(p, mode.c_str(), 2000);
   } else if (mode == "second-fin") {
     cmd("read second-fin");
@@ -903,14 +907,14 @@ int main(int argc, char** argv) {
     double start = now_ms();
     uint64_t credited = 0;
     for (; credited < p.ring_size && p.send_failed == 0; ++credited)
-      if (!control(p, kCredit | 1)) break;
+      if (!control(p, kCredit | pos(credited + 1))) break;
     wait_sends(p, 10000);
     double took = now_ms() - start;
     bool all = poll_until(p, 10000, [&] {
       if (p.data_in > credited && p.send_failed == 0 && p.outstanding < kSendDepth - 8) {
         uint64_t more = p.data_in - credited;  // what came after the first ring: all of it at once
         if (more + credited > total) more = total - credited;
-        if (more > 0 && control(p, kCredit | uint32_t(more))) credited += more;
+        if (more > 0 && control(p, kCredit | pos(credited + more))) credited += more;
       }
       return p.data_in >= total && credited >= total;
     });
@@ -962,7 +966,8 @@ int main(int argc, char** argv) {
     // pair gone): rdma_cm's DISCONNECTED is not read, so our queue pair is
     // still in RTS and the writes go on the wire.
     post(p, IBV_WR_RDMA_WRITE, p.peer_addr, p.peer_rkey, fill_source(p, 'Z', 64), 64, false, 0);
-    post(p, IBV_WR_RDMA_WRITE_WITH_IMM, p.peer_addr, p.peer_rkey, fill_source(p, 'Z', 64), 64, true, kData | 64);
+    post(p, IBV_WR_RDMA_WRITE_WITH_IMM, p.peer_addr, p.peer_rkey, fill_source(p, 'Z', 64), 64, true,
+         kData | pos(p.tail + 64));
     wait_sends(p, 5000);
     int late_ok = p.send_ok - ok_before;
     printf("  after the server's close: %d ok, %d failed%s%s\n", late_ok, p.send_failed - failed_before,

@@ -46,7 +46,7 @@ void put16(uint8_t* p, uint16_t v) {
   p[1] = static_cast<uint8_t>(v);
 }
 
-constexpr uint8_t kVersion = 2;  // docs/protocol.md
+constexpr uint8_t kVersion = 3;  // docs/protocol.md
 
 // A well-formed version-2 IPv4 UpgradeRequest, by hand from docs/protocol.md.
 std::vector<uint8_t> well_formed(in_addr client_ip, uint16_t client_port, in_addr server_ip, uint16_t server_port) {

@@ -410,8 +410,9 @@ void StreamChannel::fill_control(ibv_send_wr& wr, uint32_t word) const {
 
 void StreamChannel::queue_credit(PostBatch& batch) {
   for (uint64_t due = credit_.due(); due != 0 && sq_.room() > 0 && error_ == 0; due = credit_.due()) {
-    // due <= kImmediateValueMax (CreditReturn caps it), so this encodes.
-    fill_control(add_send(batch, false), credit_immediate(static_cast<uint32_t>(due)).value());
+    // The position the writer's head moves to (a CREDIT carries it, not
+    // the count: docs/protocol.md §3).
+    fill_control(add_send(batch, false), credit_immediate(credit_.returned() + due).value());
     credit_.on_returned(due);
     ++counters_.credits_sent;
     counters_.credit_bytes_sent += due;
@@ -456,7 +457,8 @@ void StreamChannel::queue_data(PostBatch& batch, bool force_flush) {
       wr.send_flags |= IBV_SEND_INLINE;
       ++counters_.inline_wrs;
     }
-    wr.imm_data = immediate_to_wire(data_immediate(static_cast<uint32_t>(length)).value());
+    // Where the write ends: the peer takes its length from where it stands.
+    wr.imm_data = immediate_to_wire(data_immediate(position + length).value());
     wr.wr.rdma.remote_addr = plan.value().first.address;
     wr.wr.rdma.rkey = remote_.rkey();
     remote_.commit(length);
@@ -667,23 +669,32 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
   }
   const Immediate immediate = parsed.value();
   switch (immediate.type) {
-    case ImmediateType::kData:
+    case ImmediateType::kData: {
       if (peer_fin_) return violation("data after FIN");
-      // The device reports how many bytes the write carried; a length that
-      // differs would make us hand out bytes the peer never wrote.
-      if (wc.byte_len != immediate.value) return violation("DATA length differs from the bytes written");
-      if (!credit_.accepts_write(ring_.available(), immediate.value) || !ring_.on_peer_write(immediate.value))
+      // The write's length is the distance from our tail to where it ends.
+      // The device reports how many bytes it carried; a length that differs
+      // (or none: a DATA delivered twice ends where we stand) would make us
+      // hand out bytes the peer never wrote.
+      const uint64_t length = distance_to(ring_.index().tail(), immediate.value);
+      if (length == 0 || wc.byte_len != length) return violation("DATA length differs from the bytes written");
+      if (!credit_.accepts_write(ring_.available(), length) || !ring_.on_peer_write(length))
         return violation("DATA beyond the credit the writer had");
       credit_.on_peer_wrote(ring_.available());
       ++counters_.data_received;
-      counters_.data_bytes_received += immediate.value;
+      counters_.data_bytes_received += length;
       return;
-    case ImmediateType::kCredit:
+    }
+    case ImmediateType::kCredit: {
       if (wc.byte_len != 0) return violation("CREDIT with a payload");
-      if (!started_ || !remote_.on_credit(immediate.value)) return violation("CREDIT for more than is in flight");
+      // From our head to the position the reader has consumed to: nothing
+      // (a CREDIT delivered twice) or more than is in flight is refused.
+      const uint64_t returned = distance_to(remote_.index().head(), immediate.value);
+      if (!started_ || returned == 0 || !remote_.on_credit(returned))
+        return violation("CREDIT for more than is in flight");
       ++counters_.credits_received;
-      counters_.credit_bytes_received += immediate.value;
+      counters_.credit_bytes_received += returned;
       return;
+    }
     case ImmediateType::kControl:
       if (wc.byte_len != 0) return violation("CONTROL with a payload");
       if (immediate.value == static_cast<uint32_t>(ControlCode::kReset)) {

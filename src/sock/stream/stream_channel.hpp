@@ -103,7 +103,8 @@ class StreamChannel {
   // The largest peer ring accepted: the largest ring_size the settings
   // allow. The send buffer mirrors the peer's ring, so without a bound a
   // peer would choose how much of our memory gets pinned.
-  static constexpr uint64_t kMaxPeerRing = uint64_t{1} << 30;
+  // 2^29: below the 2^30 positions an immediate tells apart (stream_immediate.hpp).
+  static constexpr uint64_t kMaxPeerRing = uint64_t{1} << 29;
   // The largest two-sided message either way: the size of a receive slot.
   // The Switch (wire::kSwitchMessageSize, 40 bytes) fits.
   static constexpr size_t kControlMessageMax = 64;

@@ -19,7 +19,9 @@ uint64_t CreditReturn::due() const {
 }
 
 void CreditReturn::on_returned(uint64_t bytes) {
-  unreported_ = bytes < unreported_ ? unreported_ - bytes : 0;
+  if (bytes > unreported_) bytes = unreported_;
+  unreported_ -= bytes;
+  returned_ += bytes;
   // The writer now has room for new writes; if they fill the ring again,
   // on_ring_full() says so again.
   writer_may_be_stalled_ = false;

@@ -50,6 +50,9 @@ class CreditReturn {
   uint64_t due() const;
   // A CREDIT for `bytes` (<= unreported()) has been posted.
   void on_returned(uint64_t bytes);
+  // Every byte returned so far: the position the writer's head stands at
+  // once it has the CREDITs posted (they carry it, docs/protocol.md §3).
+  uint64_t returned() const { return returned_; }
 
   uint64_t unreported() const { return unreported_; }
   uint64_t threshold() const { return threshold_; }
@@ -59,6 +62,7 @@ class CreditReturn {
   uint64_t capacity_ = 0;
   uint64_t threshold_ = 1;
   uint64_t unreported_ = 0;
+  uint64_t returned_ = 0;
   bool writer_may_be_stalled_ = false;
 };
 

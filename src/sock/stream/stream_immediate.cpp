@@ -15,9 +15,8 @@ core::Result<Immediate> check(Immediate immediate, int error) {
   switch (immediate.type) {
     case ImmediateType::kData:
     case ImmediateType::kCredit:
-      // A zero-length DATA would consume a receive for nothing, a zero
-      // CREDIT says nothing; neither is ever sent, so either is a broken peer.
-      if (immediate.value == 0 || immediate.value > kImmediateValueMax) return R::fail(error);
+      // Any position; the receiver checks the distance it implies.
+      if (immediate.value > kImmediateValueMax) return R::fail(error);
       return R::ok(immediate);
     case ImmediateType::kControl:
       if (immediate.value != static_cast<uint32_t>(ControlCode::kFin) &&

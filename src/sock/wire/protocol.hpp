@@ -37,7 +37,8 @@ inline constexpr uint32_t kRingMovedMagic = 0x56534B4D;
 // The only version this code speaks. A peer of another version is refused
 // (and stays on TCP) rather than half-understood. Version 2: Bound carries
 // the token the client writes on TCP at its switch point (protocol.md §2),
-// and RingGrow/RingMoved (§3.1) exist.
-inline constexpr uint8_t kProtocolVersion = 2;
+// and RingGrow/RingMoved (§3.1) exist. Version 3: DATA and CREDIT
+// immediates carry stream positions, not lengths (§3).
+inline constexpr uint8_t kProtocolVersion = 3;
 
 }  // namespace vsock::sock::wire
