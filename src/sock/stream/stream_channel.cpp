@@ -676,7 +676,7 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
       // (or none: a DATA delivered twice ends where we stand) would make us
       // hand out bytes the peer never wrote.
       const uint64_t length = distance_to(ring_.index().tail(), immediate.value);
-      if (length == 0 || wc.byte_len != length) return violation("DATA length differs from the bytes written");
+      if (length == 0 || wc.byte_len != length) return position_fault("DATA length differs from the bytes written");
       if (!credit_.accepts_write(ring_.available(), length) || !ring_.on_peer_write(length))
         return violation("DATA beyond the credit the writer had");
       credit_.on_peer_wrote(ring_.available());
@@ -689,8 +689,8 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
       // From our head to the position the reader has consumed to: nothing
       // (a CREDIT delivered twice) or more than is in flight is refused.
       const uint64_t returned = distance_to(remote_.index().head(), immediate.value);
-      if (!started_ || returned == 0 || !remote_.on_credit(returned))
-        return violation("CREDIT for more than is in flight");
+      if (!started_) return violation("CREDIT before the stream started");
+      if (returned == 0 || !remote_.on_credit(returned)) return position_fault("CREDIT for more than is in flight");
       ++counters_.credits_received;
       counters_.credit_bytes_received += returned;
       return;
@@ -831,6 +831,12 @@ void StreamChannel::fail(int error, const char* why, bool resumable) {
   // every outstanding request completes (flushed), so nothing is left
   // pending on the device when the channel is destroyed.
   if (qp_.valid()) qp_.to_error();
+}
+
+void StreamChannel::position_fault(const char* why) {
+  if (error_ == 0) core::stat_add(core::Stat::stream_violations);  // once per connection
+  VSOCK_LOG(kWarn, "stream: QP %u: %s (a broken peer, or a device fault): RDMA is dropped", qp_.qpn(), why);
+  fail(ECONNRESET, why);
 }
 
 void StreamChannel::violation(const char* why) {

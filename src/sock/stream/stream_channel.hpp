@@ -312,6 +312,13 @@ class StreamChannel {
 
   void fail(int error, const char* why, bool resumable = true);
   void violation(const char* why);
+  // An immediate whose position makes no sense here: a DATA whose length
+  // differs from its bytes, a CREDIT of nothing or for more than is in
+  // flight. A broken peer, or a device that delivered one twice or with
+  // another's value (stream_immediate.hpp): nothing it says is taken, and
+  // the connection goes on over TCP (§5.1), where what each side really
+  // received decides what is resent. Counted as a violation.
+  void position_fault(const char* why);
   void handle_completion(const ibv_wc& wc);
   void handle_receive(const ibv_wc& wc, const uint8_t* slot);
   void receive_message(const uint8_t* slot, uint32_t length);
