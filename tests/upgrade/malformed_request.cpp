@@ -78,8 +78,8 @@ std::vector<Case> hostile_cases(in_addr ip, uint16_t port) {
   v[4] = 1;
   cases.push_back({"right magic, version 1", v});
   v = well_formed(ip, absent_port, ip, port);
-  v[4] = 3;
-  cases.push_back({"right magic, version 3", v});
+  v[4] = 2;  // the version before positions
+  cases.push_back({"right magic, version 2", v});
   v = well_formed(ip, absent_port, ip, port);
   v.resize(20);
   cases.push_back({"truncated to 20 bytes", v});
