@@ -415,7 +415,6 @@ void StreamChannel::queue_credit(PostBatch& batch) {
     fill_control(add_send(batch, false), credit_immediate(credit_.returned() + due).value());
     credit_.on_returned(due);
     ++counters_.credits_sent;
-    counters_.credit_bytes_sent += due;
   }
 }
 
@@ -462,7 +461,6 @@ void StreamChannel::queue_data(PostBatch& batch, bool force_flush) {
     wr.wr.rdma.remote_addr = plan.value().first.address;
     wr.wr.rdma.rkey = remote_.rkey();
     remote_.commit(length);
-    counters_.data_bytes_posted += length;
     staged_ -= length;
     if (coalescing_) last_data_post_us_ = core::monotonic_us();  // only the window reads it
     ++counters_.data_wrs;
@@ -681,7 +679,6 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
         return violation("DATA beyond the credit the writer had");
       credit_.on_peer_wrote(ring_.available());
       ++counters_.data_received;
-      counters_.data_bytes_received += length;
       return;
     }
     case ImmediateType::kCredit: {
@@ -692,7 +689,6 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
       if (!started_) return violation("CREDIT before the stream started");
       if (returned == 0 || !remote_.on_credit(returned)) return position_fault("CREDIT for more than is in flight");
       ++counters_.credits_received;
-      counters_.credit_bytes_received += returned;
       return;
     }
     case ImmediateType::kControl:
@@ -812,21 +808,22 @@ void StreamChannel::fail(int error, const char* why, bool resumable) {
     VSOCK_LOG(kDebug, "stream: QP %u failed after the close: %s", qp_.qpn(), why);
   else
     VSOCK_LOG(kInfo, "stream: QP %u failed: %s", qp_.qpn(), why);
-  // Both ends log these when a queue pair fails: what one side's device
-  // took must match what the other's posted (a device that delivered a
-  // CREDIT twice shows here, on the side that took it).
+  // Both ends log where their positions stand when a queue pair fails
+  // (each direction's bytes since the switch): what one side's device took
+  // must not pass what the other's posted (a device that delivered a CREDIT
+  // with another's value shows here, on the side that took it).
   const core::LogLevel level = expected ? core::LogLevel::kDebug : core::LogLevel::kInfo;
   if (core::log_enabled(level))
     core::log_message(level,
-            "stream: QP %u: DATA posted %llu B, taken %llu B in %llu; CREDIT posted %llu B in %llu, taken %llu B "
-            "in %llu",
-            qp_.qpn(), static_cast<unsigned long long>(counters_.data_bytes_posted),
-            static_cast<unsigned long long>(counters_.data_bytes_received),
-            static_cast<unsigned long long>(counters_.data_received),
-            static_cast<unsigned long long>(counters_.credit_bytes_sent),
-            static_cast<unsigned long long>(counters_.credits_sent),
-            static_cast<unsigned long long>(counters_.credit_bytes_received),
-            static_cast<unsigned long long>(counters_.credits_received));
+                      "stream: QP %u: DATA posted to %llu, taken to %llu in %llu; CREDIT posted to %llu in %llu, "
+                      "taken to %llu in %llu",
+                      qp_.qpn(), static_cast<unsigned long long>(remote_.index().tail()),
+                      static_cast<unsigned long long>(ring_.index().tail()),
+                      static_cast<unsigned long long>(counters_.data_received),
+                      static_cast<unsigned long long>(credit_.returned()),
+                      static_cast<unsigned long long>(counters_.credits_sent),
+                      static_cast<unsigned long long>(remote_.index().head()),
+                      static_cast<unsigned long long>(counters_.credits_received));
   // In the error state the peer can write nothing more into the ring, and
   // every outstanding request completes (flushed), so nothing is left
   // pending on the device when the channel is destroyed.

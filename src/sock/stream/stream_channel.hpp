@@ -80,11 +80,7 @@ struct StreamCounters {
   uint64_t post_calls = 0;        // ibv_post_send calls (each posts a batch)
   uint64_t credits_sent = 0;      // CREDIT work requests
   uint64_t credits_received = 0;  // CREDIT immediates
-  uint64_t credit_bytes_sent = 0;      // what the CREDITs posted returned
-  uint64_t credit_bytes_received = 0;  // what the CREDITs taken returned
   uint64_t data_received = 0;     // DATA immediates
-  uint64_t data_bytes_posted = 0;    // what the DATA posted carry
-  uint64_t data_bytes_received = 0;  // what the DATA taken carried
   uint64_t recv_posts = 0;        // ibv_post_recv calls (each re-posts a batch)
   uint64_t completions = 0;       // work completions taken from the CQ
   uint64_t write_eagain = 0;      // write() found no credit

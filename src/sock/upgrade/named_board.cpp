@@ -3,7 +3,6 @@
 // address and port, for the processes that share a port without having
 // forked from its listener: SO_REUSEPORT listeners of one port, and a
 // program exec'd with an accepted socket as its stdin/stdout (inetd).
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -23,8 +22,8 @@ namespace {
 
 std::string name_of(const wire::FamilyEndpoint& at) {
   char text[128];
-  int n = std::snprintf(text, sizeof text, "%s/libvsock-tcp-%u-%u-", owner_only::kDirectory, static_cast<unsigned>(::geteuid()),
-                        static_cast<unsigned>(at.family));
+  int n = std::snprintf(text, sizeof text, "%s/libvsock-tcp-%u-%u-", owner_only::kDirectory,
+                        static_cast<unsigned>(::geteuid()), static_cast<unsigned>(at.family));
   const int bytes = at.family == wire::kFamilyIpv4 ? 4 : 16;
   for (int i = 0; i < bytes && n > 0 && n < static_cast<int>(sizeof text) - 3; ++i)
     n += std::snprintf(text + n, sizeof text - static_cast<size_t>(n), "%02x", at.endpoint.ip[i]);
@@ -37,7 +36,7 @@ void close_fd(int fd) { sys::real().close(fd); }
 // The board of `name` if it is a board of this user's that this library can
 // read (its owner may be gone); null otherwise.
 std::shared_ptr<RendezvousBoard> open_existing(const std::string& name, std::shared_ptr<RendezvousBoard> (*map)(int, bool)) {
-  int fd = ::open(name.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+  int fd = owner_only::open_published(name.c_str());
   if (fd < 0) return nullptr;
   std::shared_ptr<RendezvousBoard> board = map(fd, false);
   close_fd(fd);

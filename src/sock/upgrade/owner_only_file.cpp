@@ -20,6 +20,8 @@ void* map(int fd, size_t size, bool fresh, struct stat* status) {
   return mapped;
 }
 
+int open_published(const char* name) { return ::open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC); }
+
 int create(const char* temporary) {
   return ::open(temporary, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 }

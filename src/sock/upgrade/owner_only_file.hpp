@@ -18,6 +18,10 @@ constexpr const char* kDirectory = "/dev/shm";
 // the file's stat.
 void* map(int fd, size_t size, bool fresh, struct stat* status = nullptr);
 
+// Opens the published file `name` (never through a symlink). Returns its
+// fd, or -1 with errno; map() says whether it may be used.
+int open_published(const char* name);
+
 // Creates the private file `temporary` (it must not exist; mode 0600).
 // Returns its fd, or -1.
 int create(const char* temporary);

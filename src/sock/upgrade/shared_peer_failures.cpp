@@ -1,6 +1,5 @@
 #include "sock/upgrade/shared_peer_failures.hpp"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -36,7 +35,7 @@ SharedFailureMemory* open_table() {
   std::snprintf(name, sizeof name, "%s/libvsock-peers-1-%u", owner_only::kDirectory,
                 static_cast<unsigned>(::geteuid()));
   for (int attempt = 0; attempt < 2; ++attempt) {
-    int fd = ::open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+    int fd = owner_only::open_published(name);
     if (fd >= 0) {
       SharedFailureMemory* memory = map_table(fd, false);
       sys::real().close(fd);
