@@ -197,6 +197,15 @@ SEEDS = {
         "padded_rep": accept(3, 0x10000, 3, 65536) + bytes([0xFF]) * 164,  # an IB CM REP: 196 bytes
         "not_power_of_two": accept(4, 0x10000, 4, 3000),
     },
+    "fuzz_attach_message": {
+        "park": b"VSKP" + bytes([VERSION, 0, 0, 0]),
+        "park_padded": b"VSKP" + bytes([VERSION, 0, 0, 0]) + bytes(56),
+        "attach": b"VSKA" + request(4, 1234, 80, ip4("10.1.1.1"), ip4("10.1.1.2"), 42)[4:],
+        "attach_v6": b"VSKA" + request(6, 1, 2, ip6("2001:db8::1"), ip6("2001:db8::2"), 7)[4:],
+        "attached": b"VSKT" + accept(0x1122334455667788, 0x7F0012340000, 0xDEADBEEF, 1 << 20, flags=1)[4:],
+        "refused": reject(42, 1),
+        "upgrade_request": request(4, 1234, 80, ip4("10.1.1.1"), ip4("10.1.1.2"), 42),
+    },
     "fuzz_switch_message": {
         "switch": switch(0x1122334455667788, 0x100000002, 0x7F0056780000, 0x01020304, 65536),
         "nothing_on_tcp": switch(5, 0, 0x10000, 5, 4096),

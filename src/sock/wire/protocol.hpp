@@ -34,6 +34,11 @@ inline constexpr uint32_t kRingGrowMagic = 0x56534B47;
 // "VSKM": RingMoved, the writer's answer: from which stream position on it
 // writes into the new ring, or that it stays on the old one.
 inline constexpr uint32_t kRingMovedMagic = 0x56534B4D;
+// "VSKP", "VSKA", "VSKT": a parked channel's Park, Attach and Attached
+// (docs/protocol.md section 1.2, attach_message.hpp).
+inline constexpr uint32_t kParkMagic = 0x56534B50;
+inline constexpr uint32_t kAttachMagic = 0x56534B41;
+inline constexpr uint32_t kAttachedMagic = 0x56534B54;
 // The only version this code speaks. A peer of another version is refused
 // (and stays on TCP) rather than half-understood. Version 2: Bound carries
 // the token the client writes on TCP at its switch point (protocol.md §2),
