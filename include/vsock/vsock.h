@@ -170,6 +170,16 @@ struct vsock_stats {
    * request forged for somebody else's connection; the connection stayed
    * on TCP, untouched. */
   uint64_t upgrade_tokens_refused;
+  /* Parked channels (docs/protocol.md section 1.2): queue pairs of closed
+   * connections kept for the next connection between the same two
+   * processes; connections upgraded on one (both sides count them);
+   * Attaches the server refused (the client then asked with rdma_cm);
+   * Attaches the client gave up on (refused, unanswered, or the channel
+   * failed) before it asked with rdma_cm. */
+  uint64_t channels_parked;
+  uint64_t upgrade_attached;
+  uint64_t attach_refused;
+  uint64_t attach_failed;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

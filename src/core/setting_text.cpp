@@ -15,6 +15,7 @@ std::string setting_text(const Settings& s, std::string_view name) {
   if (name == "stats") return bool_text(s.stats);
   if (name == "stats_shm") return bool_text(s.stats_shm);
   if (name == "spin_adapt") return bool_text(s.spin_adapt);
+  if (name == "park_channels") return bool_text(s.park_channels);
   if (name == "device") return s.device;
   if (name == "tcp") return mode_text(s.tcp);
   if (name == "udp") return mode_text(s.udp);

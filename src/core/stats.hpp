@@ -85,7 +85,11 @@ namespace vsock::core {
   X(registered_bytes_peak)     \
   X(close_handbacks)           \
   X(ring_grows)                \
-  X(upgrade_tokens_refused)
+  X(upgrade_tokens_refused)    \
+  X(channels_parked)           \
+  X(upgrade_attached)          \
+  X(attach_refused)            \
+  X(attach_failed)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

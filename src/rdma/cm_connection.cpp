@@ -1,6 +1,7 @@
 #include "rdma/cm_connection.hpp"
 
 #include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "core/log.hpp"
@@ -48,6 +49,17 @@ CmConnection& CmConnection::operator=(CmConnection&& other) noexcept {
     last_status_ = other.last_status_;
   }
   return *this;
+}
+
+socklen_t CmConnection::peer_address(sockaddr_storage* out) const {
+  if (!id_.valid()) return 0;
+  const sockaddr* peer = rdma_get_peer_addr(id_.get());
+  socklen_t length = peer == nullptr                  ? 0
+                     : peer->sa_family == AF_INET    ? sizeof(sockaddr_in)
+                     : peer->sa_family == AF_INET6   ? sizeof(sockaddr_in6)
+                                                      : 0;
+  if (length != 0) std::memcpy(out, peer, length);
+  return length;
 }
 
 void CmConnection::reset() {

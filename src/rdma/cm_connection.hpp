@@ -52,6 +52,9 @@ class CmConnection {
   const RcQueuePair& qp() const { return qp_; }
   // Whether `event` is about this connection's id.
   bool owns(const CmEvent& event) const { return id_.valid() && event.id == id_.get(); }
+  // The other end's address and rdma_cm port, as rdma_cm knows it; 0 when
+  // there is no id or no address.
+  socklen_t peer_address(sockaddr_storage* out) const;
   // The status of the event that failed or ended the connection (0: none).
   int last_status() const { return last_status_; }
 

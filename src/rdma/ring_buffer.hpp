@@ -52,6 +52,9 @@ class ReceiveRing {
   // here (docs/protocol.md §3.1): the same head and tail, and old's unread
   // bytes copied to their positions here. ERANGE if they do not fit.
   Status take_unread_from(const ReceiveRing& old);
+  // The ring carries a new stream (a parked channel's next connection):
+  // empty, positions from 0. Its memory and registration stay.
+  void restart() { index_ = RingIndex::create(index_.capacity()).value(); }
 
  private:
   MemoryRegion memory_;

@@ -160,12 +160,22 @@ Status StreamChannel::start(const rdma::RingDescriptor& peer_ring) {
   if (!remote) return Status::fail(remote.error());
   // Local read access only: the device reads it for RDMA WRITE, nobody else
   // touches it.
-  const uint64_t mirror_bytes = rdma::page_rounded(peer_ring.capacity);
-  const uint64_t reserved_mirror = rdma::page_rounded(initial_ring(config_));
-  if (mirror_bytes > reserved_mirror) reservation_.grow(mirror_bytes - reserved_mirror);
-  core::Result<rdma::MemoryRegion> buffer = rdma::MemoryRegion::allocate(pd_, peer_ring.capacity, 0);
-  if (!buffer) return Status::fail(buffer.error());
-  send_buffer_ = std::move(buffer.value());
+  // A reused channel (reuse()) keeps its send buffer if the peer's ring is
+  // as large as it was: no registration on that connection's path.
+  if (!send_buffer_.valid() || send_buffer_.size() != peer_ring.capacity) {
+    const uint64_t mirror_bytes = rdma::page_rounded(peer_ring.capacity);
+    const uint64_t reserved_mirror = rdma::page_rounded(initial_ring(config_));
+    // The reservation holds a mirror of our own ring's size already, and
+    // what a larger one (of a reused channel's last peer) took beyond it.
+    const uint64_t held_mirror = send_buffer_.valid() ? rdma::page_rounded(send_buffer_.size()) : reserved_mirror;
+    const uint64_t held_extra = held_mirror > reserved_mirror ? held_mirror - reserved_mirror : 0;
+    const uint64_t extra = mirror_bytes > reserved_mirror ? mirror_bytes - reserved_mirror : 0;
+    core::Result<rdma::MemoryRegion> buffer = rdma::MemoryRegion::allocate(pd_, peer_ring.capacity, 0);
+    if (!buffer) return Status::fail(buffer.error());
+    if (extra > held_extra) reservation_.grow(extra - held_extra);
+    if (extra < held_extra) reservation_.shrink(held_extra - extra);
+    send_buffer_ = std::move(buffer.value());
+  }
   remote_ = remote.value();
   peer_ring_ = peer_ring;
   uint64_t quarter = remote_.capacity() / 4 > 0 ? remote_.capacity() / 4 : 1;
@@ -715,6 +725,16 @@ void StreamChannel::receive_message(const uint8_t* slot, uint32_t length) {
   if (wire::is_ring_resize_message(slot, length)) {
     if (wire::load_be32(slot) == wire::kRingGrowMagic) return on_ring_grow(slot, length);
     return on_ring_moved(slot, length);
+  }
+  // After the peer's CLOSED its stream has ended: a message now is for
+  // the next connection on this queue pair (a parked channel's Park,
+  // protocol.md §1.2), kept apart from the stream's.
+  if (peer_closed_) {
+    if (after_close_length_ != 0) return violation("a second message after CLOSED");
+    std::memcpy(after_close_, slot, length);
+    after_close_length_ = length;
+    ++counters_.messages_received;
+    return;
   }
   // A direction sends at most two messages (Bound or Switch, then a
   // Revert), so a third one while those have not been taken is the

@@ -275,6 +275,23 @@ class StreamChannel {
   // oldest position the send buffer still holds.
   uint64_t ring_credited() const { return remote_.index().head(); }
 
+  // --- parking (docs/protocol.md §1.2) -----------------------------------
+  // The stream ended cleanly both ways: both CLOSED came (ours is
+  // acknowledged), nothing is unread, unsent or held, no ring change is
+  // under way, and the channel never failed. Only such a channel may carry
+  // another connection: nothing of the old stream can still arrive.
+  bool reusable() const;
+  // The channel for the next connection on `old`'s queue pair, CQ, PD,
+  // ring, message slots and send buffer (stream_channel_reuse.cpp): its
+  // streams start over at position 0, not started, its receives still
+  // posted, its send queue's sequence numbers going on (a completion of the
+  // old stream's may still come). `old` must be reusable().
+  static StreamChannel reuse(StreamChannel&& old);
+  // The one message that came after the peer's CLOSED (the server's Park),
+  // copied into `out` (kControlMessageMax bytes) and taken; its length, 0
+  // if none came.
+  size_t take_message_after_close(uint8_t* out);
+
   // --- going back to TCP (docs/protocol.md §5) ---------------------------
   // The peer's application consumed `peer_consumed` bytes of this
   // direction and gave its ring up: stops writing for good (no data, FIN
@@ -387,6 +404,8 @@ class StreamChannel {
   uint8_t inbox_[kInboxDepth][kControlMessageMax] = {};
   size_t inbox_length_[kInboxDepth] = {};  // oldest first; an empty message is refused
   size_t inbox_count_ = 0;
+  uint8_t after_close_[kControlMessageMax] = {};
+  size_t after_close_length_ = 0;  // take_message_after_close()
   uint64_t messages_posted_ = 0;
   uint64_t last_message_sequence_ = 0;
   bool sending_stopped_ = false;

@@ -163,6 +163,9 @@ class StreamSocket final : public ManagedSocket {
     channel_ = std::move(channel);
     apply_coalescing_locked();
   }
+  // The channel, out of the socket (a closed connection's, to be parked;
+  // an Attach that failed, for the rdma_cm path). Under the socket's lock.
+  std::unique_ptr<StreamChannel> take_channel() { return std::move(channel_); }
   rdma::CmConnector& connector() { return connector_; }
   rdma::CmConnection& connection() { return connection_; }
   // Applies an UpgradeAction the state machine returned.

@@ -56,6 +56,11 @@ void Engine::dispatch(const rdma::CmEvent& event) {
     if (event.type == RDMA_CM_EVENT_CONNECT_REQUEST) on_request(*listener, event);
     return;
   }
+  for (size_t i = 0; i < parked_.size(); ++i) {
+    if (!parked_.at(i).connection.owns(event)) continue;
+    parked_.at(i).connection.on_event(event);  // an end: serve_parked() drops it
+    return;
+  }
   for (const Tracked& tracked : tracked_) {
     StreamSocket* stream = tracked.stream;
     std::unique_lock<std::mutex> stream_held = stream->lock();
@@ -64,7 +69,12 @@ void Engine::dispatch(const rdma::CmEvent& event) {
       return;
     }
     if (stream->connection().owns(event)) {
-      on_connection_event(stream, event);
+      // A parked channel's end while its Attach waits: check_attach() asks
+      // with rdma_cm instead.
+      if (tracked.attach_deadline_ms != 0)
+        stream->connection().on_event(event);
+      else
+        on_connection_event(stream, event);
       return;
     }
   }
@@ -80,6 +90,7 @@ void Engine::check_timers() {
   const bool ring_grow_look = now - ring_grow_look_ms_ >= ring_grow_interval_ms();
   if (ring_grow_look) ring_grow_look_ms_ = now;
   retry_adoptions();
+  serve_parked(now);
   datagrams_.check_deadlines();
   close_lingering(0);
   claim_unused();
@@ -113,7 +124,8 @@ void Engine::check_timers() {
     bool drop = false;
     {
       std::unique_lock<std::mutex> stream_held = stream->lock();
-      if (stream->connector().outcome() == rdma::CmOutcome::kPending &&
+      if (tracked_[i].attach_deadline_ms != 0) check_attach(tracked_[i], now);
+      if (tracked_[i].attach_deadline_ms == 0 && stream->connector().outcome() == rdma::CmOutcome::kPending &&
           stream->upgrade().phase() == UpgradePhase::kConnecting && !stream->awaiting_first_write()) {
         if (stream->connector().check_deadline() != rdma::CmOutcome::kPending) finish_connect(stream);
       }
@@ -153,7 +165,11 @@ void Engine::check_timers() {
   }
   for (size_t i = 0; i < closing_.size();) {
     StreamSocket* stream = closing_[i].stream;
-    if (stream->close_finished() || now >= closing_[i].deadline_ms) {
+    // Drained (close_finished), then parked if its channel may carry the
+    // next connection (park_closed: at most kParkWaitMs more).
+    bool done = now >= closing_[i].deadline_ms;
+    if (!done && (closing_[i].park_until_ms != 0 || stream->close_finished())) done = park_closed(closing_[i], now);
+    if (done) {
       closing_.erase(closing_.begin() + static_cast<long>(i));
       untrack(stream);
       stream->release();  // the closing list's reference: tears the connection down
@@ -191,15 +207,17 @@ int Engine::next_timeout_ms() {
   if (int resolving = datagrams_.next_timeout_ms(); resolving >= 0)
     soonest = std::min<int64_t>(soonest, now + resolving);
   for (const Unclaimed& entry : unclaimed_) soonest = std::min(soonest, entry.since_ms + kClaimWindowMs);
+  if (int64_t parked = parked_.next_expiry_ms(now); parked >= 0) soonest = std::min(soonest, now + parked);
   for (const Tracked& tracked : tracked_) {
     if (tracked.deadline_ms != 0) soonest = std::min(soonest, tracked.deadline_ms);
+    if (tracked.attach_deadline_ms != 0) soonest = std::min(soonest, tracked.attach_deadline_ms);
     std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
     if (switch_in_progress(tracked.stream)) soonest = std::min<int64_t>(soonest, now + kSwitchPollMs);
     if (tracked.stream->holds_data_locked()) soonest = std::min<int64_t>(soonest, now + kHeldDataPollMs);
     if (tracked.stream->ring_may_grow_locked())
       soonest = std::min<int64_t>(soonest, ring_grow_look_ms_ + ring_grow_interval_ms());
     if (tracked.stream->awaiting_first_write()) soonest = std::min<int64_t>(soonest, now + kFirstWritePollMs);
-    if (tracked.stream->connector().outcome() == rdma::CmOutcome::kPending &&
+    if (tracked.attach_deadline_ms == 0 && tracked.stream->connector().outcome() == rdma::CmOutcome::kPending &&
         tracked.stream->upgrade().phase() == UpgradePhase::kConnecting && !tracked.stream->awaiting_first_write())
       soonest = std::min<int64_t>(soonest, now + tracked.stream->connector().remaining_ms());
   }
@@ -208,16 +226,20 @@ int Engine::next_timeout_ms() {
 
 void Engine::run() {
   sys::ReentryGuard guard;  // everything this thread calls goes straight to libc
+  std::vector<pollfd> fds;
   for (;;) {
+    // The owner inbox (-1 until a fork kept connections on RDMA; poll
+    // skips it then): fork children ask for their connections there.
+    fds.assign({{channel_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}, {owner_inbox_fd(), POLLIN, 0}});
     int timeout;
     {
       std::lock_guard<std::mutex> held(mu_);
       timeout = next_timeout_ms();
+      if (!add_channel_fds(&fds)) timeout = 0;
     }
-    // The owner inbox (-1 until a fork kept connections on RDMA; poll
-    // skips it then): fork children ask for their connections there.
-    pollfd fds[3] = {{channel_.fd(), POLLIN, 0}, {wake_fd_, POLLIN, 0}, {owner_inbox_fd(), POLLIN, 0}};
-    sys::real().poll(fds, 3, timeout);
+    sys::real().poll(fds.data(), static_cast<nfds_t>(fds.size()), timeout);
+    bool channel_woke = false;
+    for (size_t i = 3; i < fds.size(); ++i) channel_woke = channel_woke || (fds[i].revents & POLLIN) != 0;
     if (fds[1].revents & POLLIN) {
       uint64_t value;
       (void)!sys::real().read(wake_fd_, &value, sizeof value);
@@ -231,6 +253,7 @@ void Engine::run() {
       if (!event) break;
       dispatch(event.value());
     }
+    if (channel_woke) drain_channel_events();
     check_timers();
   }
 }

@@ -7,6 +7,7 @@
 //   engine_requests.cpp   requests that arrive, their answers, early upgrades
 //   engine_claims.cpp     shared listeners: claims, the rendezvous listener, adoption
 //   engine_datagrams.cpp  UDP: its resolutions and listeners (DatagramResolution)
+//   engine_parking.cpp    parked channels: closed connections' queue pairs for the next one
 #pragma once
 #include "sock/upgrade/upgrade_engine.hpp"
 
@@ -42,6 +43,7 @@
 #include "sock/stream/stream_config.hpp"
 #include "sock/upgrade/tcp_lookup.hpp"
 #include "sock/upgrade/listener_boards.hpp"
+#include "sock/upgrade/parked_channels.hpp"
 #include "sock/upgrade/process_liveness.hpp"
 #include "sock/upgrade/upgrade_matcher.hpp"
 #include "sock/wire/reject_message.hpp"
@@ -124,11 +126,17 @@ struct Tracked {
   // request goes again once they are written, until then at most (0: not
   // asked).
   int64_t first_write_deadline_ms = 0;
+  // client: an Attach on a parked channel waits for its answer until then
+  // (0: not attaching); then the rdma_cm request goes instead.
+  int64_t attach_deadline_ms = 0;
 };
 
 struct Closing {
   StreamSocket* stream;
   int64_t deadline_ms;
+  // The drain is done and the channel may be parked once the peer's CLOSED
+  // comes, until then (0: the drain is not done).
+  int64_t park_until_ms = 0;
 };
 
 // A request accepted while its TCP connection was still in the kernel's
@@ -307,6 +315,37 @@ class Engine final : public UpgradeEngine {
   void drop_waiting_socket(StreamSocket* stream);
   std::unique_ptr<StreamChannel> new_channel();
 
+  // Parked channels (engine_parking.cpp, docs/protocol.md §1.2).
+  // Client: the connection goes on a ready parked channel to `peer`, with
+  // an Attach, if there is one. Under the engine's lock.
+  bool attach_parked(int fd, StreamSocket* stream, const sockaddr* local, socklen_t local_len, const sockaddr* peer,
+                     socklen_t peer_len);
+  // Client: the Attach's answer, or its end (time, a refusal, a lost
+  // channel). Under both locks.
+  void check_attach(Tracked& tracked, int64_t now);
+  // The Attach did not make it: the channel goes back (refused: it is
+  // fine) or away, and the rdma_cm request goes. Under both locks.
+  void attach_failed(Tracked& tracked, bool keep_channel, const char* why);
+  // A closed connection whose drain is done: parks its channel if it is
+  // reusable. False while it waits for the peer's CLOSED. Under the engine's lock.
+  bool park_closed(Closing& closing, int64_t now);
+  // Takes what arrived on parked channels (Park, Attach), drops the broken
+  // and the expired. Under the engine's lock.
+  void serve_parked(int64_t now);
+  // Server: an Attach on parked channel `index`.
+  void on_attach(size_t index, const wire::UpgradeRequest& request);
+  // Server: an Attach that cannot be served here goes back as a Reject
+  // (the client asks with rdma_cm instead); the channel stays parked.
+  void refuse_attach(ParkedChannel& parked, uint64_t nonce);
+  // The TCP listener (not a rendezvous one) of the request's server end.
+  Listener* tcp_listener_for(const wire::UpgradeRequest& request);
+  // The completion fds the thread sleeps on besides rdma_cm's: parked
+  // channels', and those of connections whose Attach or switch is under
+  // way (each armed). False if a completion came in the meantime (do not sleep).
+  bool add_channel_fds(std::vector<pollfd>* fds);
+  // After one of them woke the thread: reads their events.
+  void drain_channel_events();
+
   const rdma::Device& device_;
   rdma::CmEventChannel channel_;
   int wake_fd_;
@@ -347,6 +386,8 @@ class Engine final : public UpgradeEngine {
   int64_t ring_grow_look_ms_ = 0;
   int64_t ring_grow_interval_ms() const;
   std::vector<Closing> closing_;
+  ParkedChannels parked_;
+  uint64_t attach_handles_ = 0;  // matcher handles of Attaches (a bit apart from cm ids)
   DatagramResolution datagrams_;
 };
 

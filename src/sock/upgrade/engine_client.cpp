@@ -35,6 +35,10 @@ bool Engine::start_connect(int fd, StreamSocket* stream, const sockaddr* peer, s
     return false;
   }
   if (ask_after_first_write_at_once(fd, stream, peer, peer_len)) return true;
+  {
+    std::lock_guard<std::mutex> held(mu_);
+    if (attach_parked(fd, stream, reinterpret_cast<sockaddr*>(&local), local_len, peer, peer_len)) return true;
+  }
   // Registered before the engine's lock is taken: other connections' events
   // need not wait for it.
   std::unique_ptr<StreamChannel> channel = new_channel();

@@ -1,0 +1,380 @@
+// The side band, parked channels (docs/protocol.md §1.2): a connection
+// whose stream ended cleanly on both sides leaves its queue pair
+// connected, and the next connection between the same two processes takes
+// it with an Attach: no rdma_cm round trip, no queue pair, no registration.
+#include "sock/upgrade/engine.hpp"
+#include "sock/wire/attach_message.hpp"
+
+namespace vsock::sock::side_band {
+namespace {
+
+// How long a client waits for the answer to its Attach before it asks with
+// rdma_cm instead (the server's thread answers at once when it has the socket).
+constexpr int64_t kAttachWaitMs = 100;
+// Matcher handles of Attaches: rdma_cm ids are pointers, never this high.
+constexpr uint64_t kAttachHandleBit = uint64_t{1} << 63;
+
+bool endpoint_of(const sockaddr* address, socklen_t length, wire::FamilyEndpoint* out) {
+  core::Result<wire::FamilyEndpoint> endpoint = wire::endpoint_from_sockaddr(address, length);
+  if (!endpoint) return false;
+  *out = wire::canonical_endpoint(endpoint.value().family, endpoint.value().endpoint);
+  return true;
+}
+
+bool connection_peer(const rdma::CmConnection& connection, wire::FamilyEndpoint* out) {
+  sockaddr_storage peer{};
+  socklen_t length = connection.peer_address(&peer);
+  return length != 0 && endpoint_of(reinterpret_cast<const sockaddr*>(&peer), length, out);
+}
+
+// A progress() that took completions, or a message waiting: do not sleep.
+bool has_news(StreamChannel& channel) {
+  core::Result<int> progressed = channel.progress();
+  return (progressed && progressed.value() > 0) || channel.has_message();
+}
+
+bool send_bytes(StreamChannel& channel, const uint8_t* bytes, size_t length) {
+  return static_cast<bool>(channel.send_message(bytes, length));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------ parking --
+
+bool Engine::park_closed(Closing& closing, int64_t now) {
+  StreamSocket* stream = closing.stream;
+  if (!settings_.park_channels) return true;
+  std::unique_lock<std::mutex> stream_held = stream->lock();
+  StreamChannel* channel = stream->kernel_only() ? nullptr : stream->channel();
+  if (channel == nullptr || stream->connection().state() != rdma::CmConnectionState::kConnected) return true;
+  stream->progress_locked();  // the peer's CLOSED may be in the CQ
+  const bool client = stream->role() == UpgradeRole::kClient;
+  // The server's Park may have come already, right after its CLOSED (the
+  // channel keeps it apart from the stream's messages).
+  bool park_came = false;
+  uint8_t message[StreamChannel::kControlMessageMax];
+  if (const size_t length = channel->take_message_after_close(message); length != 0) {
+    if (!client || !wire::parse_park(message, length)) return true;  // something else: not reusable
+    park_came = true;
+  }
+  if (!channel->reusable()) {
+    // Only the peer's CLOSED missing (its application has not closed yet):
+    // wait a while for it.
+    const bool closed_may_come = channel->error() == 0 && channel->started() && channel->all_sent() &&
+                                 !channel->peer_closed() && channel->ring_capacity() != 0;
+    if (closing.park_until_ms == 0) closing.park_until_ms = now + ParkedChannels::kParkWaitMs;
+    return !closed_may_come || now >= closing.park_until_ms;
+  }
+  wire::FamilyEndpoint peer;
+  if (!connection_peer(stream->connection(), &peer)) return true;
+  if (!client) peer.endpoint.port = 0;  // a client's rdma_cm port says nothing of its next connection
+  if (!parked_.has_room(peer)) return true;
+  auto parked = std::make_unique<ParkedChannel>();
+  parked->channel = std::make_unique<StreamChannel>(StreamChannel::reuse(std::move(*stream->take_channel())));
+  parked->connection = std::move(stream->connection());
+  parked->client = client;
+  parked->ready = !client || park_came;
+  parked->peer = peer;
+  parked->since_ms = now;
+  if (!client) {
+    uint8_t park[wire::kParkMessageSize];
+    wire::encode_park(park);
+    if (!send_bytes(*parked->channel, park, sizeof park)) return true;  // torn down with `parked`
+  }
+  core::stat_add(core::Stat::channels_parked);
+  VSOCK_LOG(kDebug, "channel of a closed connection parked (%s side, %zu parked)", client ? "client" : "server",
+            parked_.size() + 1);
+  parked_.add(std::move(parked));
+  return true;
+}
+
+void Engine::serve_parked(int64_t now) {
+  for (std::unique_ptr<ParkedChannel>& expired : parked_.expire(now)) {
+    VSOCK_LOG(kDebug, "parked channel unused for too long: closed");
+    expired.reset();
+  }
+  for (size_t i = 0; i < parked_.size();) {
+    ParkedChannel& parked = parked_.at(i);
+    StreamChannel& channel = *parked.channel;
+    core::Result<int> progressed = channel.progress();
+    const rdma::CmConnectionState state = parked.connection.state();
+    if (!progressed || channel.error() != 0 || state != rdma::CmConnectionState::kConnected) {
+      parked_.take(i);  // the peer dropped its side, or the queue pair failed
+      continue;
+    }
+    if (!channel.has_message()) {
+      ++i;
+      continue;
+    }
+    uint8_t message[StreamChannel::kControlMessageMax];
+    core::Result<size_t> taken = channel.take_message(message, sizeof message);
+    const size_t length = taken ? taken.value() : 0;
+    const wire::ParkedMessageKind kind = wire::parked_message_kind(message, length);
+    if (parked.client && !parked.ready && kind == wire::ParkedMessageKind::kPark && wire::parse_park(message, length)) {
+      parked.ready = true;
+      parked.since_ms = now;
+      ++i;
+      continue;
+    }
+    if (!parked.client && kind == wire::ParkedMessageKind::kAttach) {
+      core::Result<wire::UpgradeRequest> request = wire::parse_attach(message, length);
+      if (request) {
+        const size_t before = parked_.size();
+        on_attach(i, request.value());
+        if (parked_.size() == before) ++i;  // refused: still parked
+        continue;
+      }
+    }
+    // Anything else on a parked channel breaks the protocol: it goes.
+    VSOCK_LOG(kInfo, "unexpected message on a parked channel (%zu bytes, kind %d, %s side): closed", length,
+              static_cast<int>(kind), parked.client ? "client" : "server");
+    core::stat_add(core::Stat::stream_violations);
+    parked_.take(i);
+  }
+}
+
+// ------------------------------------------------------------ the server --
+
+Listener* Engine::tcp_listener_for(const wire::UpgradeRequest& request) {
+  wire::FamilyEndpoint server = wire::canonical_endpoint(request.family, request.server);
+  for (auto& [key, listener] : listeners_) {
+    if (listener->rendezvous || listener->fd < 0 || listener->closed_ms != 0) continue;
+    sockaddr_storage local{};
+    socklen_t length = sizeof local;
+    if (sys::real().getsockname(listener->fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) continue;
+    wire::FamilyEndpoint bound;
+    if (!endpoint_of(reinterpret_cast<const sockaddr*>(&local), length, &bound)) continue;
+    if (bound.endpoint.port != server.endpoint.port) continue;
+    static const uint8_t kAny[16] = {};
+    const bool wildcard = std::memcmp(bound.endpoint.ip, kAny, sizeof kAny) == 0;
+    if (wildcard || same_address(bound, server)) return listener.get();
+  }
+  return nullptr;
+}
+
+void Engine::refuse_attach(ParkedChannel& parked, uint64_t nonce) {
+  wire::RejectMessage reject;
+  reject.nonce = nonce;
+  reject.reason = wire::RejectReason::kConnection;
+  uint8_t bytes[wire::kRejectMessageSize];
+  wire::encode(reject, bytes);
+  send_bytes(*parked.channel, bytes, sizeof bytes);
+  core::stat_add(core::Stat::attach_refused);
+}
+
+// Under the engine's lock. Serves only what needs nothing from another
+// process or from time: a socket accept() has returned here, or a
+// connection still in the backlog of a listener only this process uses.
+// Everything else (a shared listener, a socket not accepted yet) is
+// refused, and the client's rdma_cm request goes the way of §1.1.
+void Engine::on_attach(size_t index, const wire::UpgradeRequest& request) {
+  ParkedChannel& parked = parked_.at(index);
+  const uint64_t nonce = request.nonce;
+  wire::FamilyEndpoint client = wire::canonical_endpoint(request.family, request.client);
+  if (!same_address(parked.peer, client)) {
+    // The channel's process names a connection of another host's.
+    core::stat_add(core::Stat::upgrade_requests_forged);
+    refuse_attach(parked, nonce);
+    return;
+  }
+  Listener* listener = tcp_listener_for(request);
+  if (listener == nullptr || (listener->board && listener->board->shared())) {
+    refuse_attach(parked, nonce);
+    return;
+  }
+  for (const std::unique_ptr<EarlyUpgrade>& early : listener->early) {
+    if (same_connection(early->request, request)) {
+      refuse_attach(parked, nonce);
+      return;
+    }
+  }
+  const uint64_t handle = kAttachHandleBit | ++attach_handles_;
+  RequestResult result = listener->matcher.add_request(request, handle, static_cast<uint64_t>(core::monotonic_ms()));
+  if (result.evicted) {
+    auto old = listener->requests.find(result.evicted_handle);
+    if (old != listener->requests.end()) {
+      reject(*listener, old->second.event, old->second.request.nonce, wire::RejectReason::kConnection);
+      listener->requests.erase(old);
+    }
+  }
+  StreamSocket* stream = nullptr;
+  if (result.verdict == RequestVerdict::kMatched) {
+    auto waiting = listener->sockets.find(result.fd);
+    if (waiting != listener->sockets.end() && !waiting->second->awaiting_claim()) {
+      stream = waiting->second;
+      listener->sockets.erase(waiting);
+    } else {
+      // A fork came first (the process that uses it claims it): the socket
+      // waits for the rdma_cm request the refusal brings.
+      listener->matcher.remove_request(handle);
+      SocketNames names;
+      if (waiting != listener->sockets.end() && read_names(result.fd, &names))
+        (void)listener->matcher.add_socket(result.fd, names.local_addr(), names.local_len, names.peer_addr(),
+                                           names.peer_len, static_cast<uint64_t>(core::monotonic_ms()));
+    }
+  } else if (result.verdict == RequestVerdict::kPending) {
+    listener->matcher.remove_request(handle);
+  }
+  const bool early = result.verdict == RequestVerdict::kPending && has_room_early(*listener) &&
+                     tcp_connection_in_backlog(request);
+  if (stream == nullptr && !early) {
+    refuse_attach(parked, nonce);
+    return;
+  }
+  wire::UpgradeAccept accept;
+  accept.nonce = nonce;
+  accept.flags = stream != nullptr ? wire::kAcceptFlagBound : 0;
+  accept.ring = parked.channel->local_ring();
+  uint8_t bytes[wire::kAttachedMessageSize];
+  wire::encode_attached(accept, bytes);
+  std::unique_ptr<ParkedChannel> taken = parked_.take(index);
+  if (!send_bytes(*taken->channel, bytes, sizeof bytes)) {
+    if (stream != nullptr) {
+      stream->fall_back_now(FallbackReason::kTransportError, "the parked channel failed");
+      stream->release();
+    }
+    return;
+  }
+  core::stat_add(core::Stat::upgrade_attached);
+  if (early) {
+    auto upgrade = std::make_unique<EarlyUpgrade>();
+    upgrade->since_ms = core::monotonic_ms();
+    upgrade->request = request;
+    upgrade->answered.channel = std::move(taken->channel);
+    upgrade->answered.connection = std::move(taken->connection);
+    listener->early.push_back(std::move(upgrade));
+    return;
+  }
+  {
+    std::unique_lock<std::mutex> stream_held = stream->lock();
+    if (!stream->kernel_only()) {
+      stream->set_nonce(nonce);
+      stream->set_channel(std::move(taken->channel));
+      stream->connection() = std::move(taken->connection);
+      core::stat_add(core::Stat::upgrade_attempts);
+      stream->apply(stream->upgrade().on(UpgradeEvent::kRequestAccepted));
+      stream->apply(stream->upgrade().on(UpgradeEvent::kCmEstablished));  // the queue pair is connected
+      track(stream, core::monotonic_ms() + settle_ms());
+    }
+  }
+  stream->release();  // the waiting table's reference
+}
+
+// ------------------------------------------------------------ the client --
+
+bool Engine::attach_parked(int fd, StreamSocket* stream, const sockaddr* local, socklen_t local_len,
+                           const sockaddr* peer, socklen_t peer_len) {
+  wire::FamilyEndpoint server;
+  if (!settings_.park_channels || parked_.size() == 0 || !endpoint_of(peer, peer_len, &server)) return false;
+  std::unique_ptr<ParkedChannel> parked = parked_.take_ready(server);
+  if (!parked) return false;
+  core::Result<wire::UpgradeRequest> request = wire::build_upgrade_request(local, local_len, peer, peer_len, stream->nonce());
+  if (!request) {
+    parked_.add(std::move(parked));
+    return false;
+  }
+  uint8_t bytes[wire::kAttachMessageSize];
+  wire::encode_attach(request.value(), bytes);
+  if (!send_bytes(*parked->channel, bytes, sizeof bytes)) return false;  // the channel goes
+  std::unique_lock<std::mutex> stream_held = stream->lock();
+  stream->set_channel(std::move(parked->channel));
+  stream->connection() = std::move(parked->connection);
+  stream->set_fd_hint(fd);
+  core::stat_add(core::Stat::upgrade_attempts);
+  stream->apply(stream->upgrade().on(UpgradeEvent::kConnectStarted));
+  track(stream, 0);
+  tracked_.back().attach_deadline_ms = core::monotonic_ms() + kAttachWaitMs;
+  VSOCK_LOG(kDebug, "fd %d: upgrade asked on a parked channel", fd);
+  stream_held.unlock();
+  wake();
+  return true;
+}
+
+void Engine::check_attach(Tracked& tracked, int64_t now) {
+  StreamSocket* stream = tracked.stream;
+  StreamChannel* channel = stream->channel();
+  if (stream->kernel_only() || channel == nullptr) {
+    tracked.attach_deadline_ms = 0;
+    return;
+  }
+  core::Result<int> progressed = channel->progress();
+  if (!progressed || channel->error() != 0 ||
+      stream->connection().state() != rdma::CmConnectionState::kConnected)
+    return attach_failed(tracked, false, "the parked channel failed");
+  if (!channel->has_message()) {
+    if (now >= tracked.attach_deadline_ms) attach_failed(tracked, false, "no answer to the Attach");
+    return;
+  }
+  uint8_t message[StreamChannel::kControlMessageMax];
+  core::Result<size_t> taken = channel->take_message(message, sizeof message);
+  const size_t length = taken ? taken.value() : 0;
+  if (wire::parked_message_kind(message, length) == wire::ParkedMessageKind::kReject) {
+    core::Result<wire::RejectMessage> why = wire::parse_reject_message(message, length);
+    const bool ours = why && why.value().nonce == stream->nonce();
+    return attach_failed(tracked, ours, ours ? "the Attach was refused" : "a bad answer to the Attach");
+  }
+  core::Result<wire::UpgradeAccept> accept = wire::parse_attached(message, length);
+  if (!accept || accept.value().nonce != stream->nonce())
+    return attach_failed(tracked, false, "a bad answer to the Attach");
+  if (rdma::Status started = channel->start(accept.value().ring); !started)
+    return attach_failed(tracked, false, "the server's ring could not be mirrored");
+  tracked.attach_deadline_ms = 0;
+  core::stat_add(core::Stat::upgrade_attached);
+  stream->set_bound_promised((accept.value().flags & wire::kAcceptFlagBound) != 0);
+  stream->apply(stream->upgrade().on(UpgradeEvent::kCmEstablished));
+  remember_peer_of(stream, &answering_peers_, SharedNews::kRunsLibvsock);
+}
+
+void Engine::attach_failed(Tracked& tracked, bool keep_channel, const char* why) {
+  StreamSocket* stream = tracked.stream;
+  tracked.attach_deadline_ms = 0;
+  core::stat_add(core::Stat::attach_failed);
+  VSOCK_LOG(kDebug, "fd %d: %s: asking with rdma_cm", stream->fd_hint(), why);
+  std::unique_ptr<StreamChannel> channel = stream->take_channel();
+  rdma::CmConnection connection = std::move(stream->connection());
+  wire::FamilyEndpoint server;
+  if (keep_channel && channel && connection_peer(connection, &server)) {
+    auto parked = std::make_unique<ParkedChannel>();
+    parked->channel = std::move(channel);
+    parked->connection = std::move(connection);
+    parked->client = true;
+    parked->ready = true;
+    parked->peer = server;
+    parked->since_ms = core::monotonic_ms();
+    parked_.add(std::move(parked));
+  }
+  if (!ask_again(stream, 0, 0)) stream->apply(stream->upgrade().on(UpgradeEvent::kCmError));
+}
+
+// ------------------------------------------------------------- waiting --
+
+bool Engine::add_channel_fds(std::vector<pollfd>* fds) {
+  bool quiet = true;
+  for (size_t i = 0; i < parked_.size(); ++i) {
+    StreamChannel& channel = *parked_.at(i).channel;
+    if (!channel.arm()) continue;
+    if (has_news(channel)) quiet = false;
+    fds->push_back(pollfd{channel.completion_fd(), POLLIN, 0});
+  }
+  for (const Tracked& tracked : tracked_) {
+    std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
+    StreamChannel* channel = tracked.stream->kernel_only() ? nullptr : tracked.stream->channel();
+    if (channel == nullptr || (tracked.attach_deadline_ms == 0 && !switch_in_progress(tracked.stream))) continue;
+    if (!channel->arm()) continue;
+    if (has_news(*channel)) quiet = false;
+    fds->push_back(pollfd{channel->completion_fd(), POLLIN, 0});
+  }
+  return quiet;
+}
+
+void Engine::drain_channel_events() {
+  for (size_t i = 0; i < parked_.size(); ++i) parked_.at(i).channel->drain_events();
+  for (const Tracked& tracked : tracked_) {
+    std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
+    StreamChannel* channel = tracked.stream->kernel_only() ? nullptr : tracked.stream->channel();
+    if (channel != nullptr && (tracked.attach_deadline_ms != 0 || switch_in_progress(tracked.stream)))
+      channel->drain_events();
+  }
+}
+
+}  // namespace vsock::sock::side_band
