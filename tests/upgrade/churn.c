@@ -86,7 +86,8 @@ static const struct {
     FIELD(fallback_no_resources), FIELD(stream_resumes),         FIELD(stream_violations),
     FIELD(reverts_sent),         FIELD(reverts_received),        FIELD(upgrade_redirects),
     FIELD(rdma_bytes_sent),      FIELD(rdma_bytes_received),     FIELD(tcp_bytes_sent),
-    FIELD(tcp_bytes_received),   FIELD(registered_bytes),
+    FIELD(tcp_bytes_received),   FIELD(registered_bytes),        FIELD(channels_parked),
+    FIELD(upgrade_attached),     FIELD(attach_refused),          FIELD(attach_failed),
 };
 
 /* Prints "STATS WHO PHASE name=delta ..." (registered_bytes: the value),

@@ -24,11 +24,17 @@
 #     the default 200 ms (those connections stay on TCP, counted as
 #     fallback_timeout or, closed before their upgrade completed,
 #     fallback_peer_closed);
+#   - at least VSOCK_CHURN_MIN_ATTACHED_PCT % (default 90) of the
+#     sequential connections upgraded on the last one's parked channel
+#     (protocol.md §1.2; the client's upgrade_attached);
 #   - within 5 s after each phase (both processes still alive, the client
-#     paused), the device's queue pairs, MRs, cm_ids, CQs and PDs
-#     (`rdma resource show`) and the server's and the client's open fds are
-#     back to their counts after the warm-up cycle (the library's one-time
-#     resources: the device, the listener's cm_id, the event channel);
+#     paused) plus the time parked channels are kept (protocol.md §1.2: a
+#     client drops one it has not used for 5 s, and the server its side
+#     then; VSOCK_CHURN_PARK_S, default 6), the device's queue pairs, MRs,
+#     cm_ids, CQs and PDs (`rdma resource show`) and the server's and the
+#     client's open fds are back to their counts after the warm-up cycle
+#     and its parked channel's time (the library's one-time resources: the
+#     device, the listener's cm_id, the event channel);
 #     after both processes exited, the device's counts are those from
 #     before the server started.
 # Prints MEASURED lines with the figures. Counts are env-overridable:
@@ -48,8 +54,13 @@ seed=${VSOCK_CHURN_SEED:-$(date +%s)}
 max_s=${VSOCK_CHURN_MAX_S:-2400}
 min_seq_pct=${VSOCK_CHURN_MIN_SEQ_PCT:-99}
 min_conc_pct=${VSOCK_CHURN_MIN_CONC_PCT:-25}
+# Sequential connections take the last one's parked channel (protocol.md
+# §1.2): at least this % of them upgrade with an Attach (0 with parking off).
+min_attached_pct=${VSOCK_CHURN_MIN_ATTACHED_PCT:-90}
+[ "${VSOCK_PARK_CHANNELS:-1}" = 0 ] && min_attached_pct=0
 export VSOCK_UPGRADE_TIMEOUT_MS=${VSOCK_UPGRADE_TIMEOUT_MS:-3000}
-settle_s=5
+park_s=${VSOCK_CHURN_PARK_S:-6}
+settle_s=$((5 + park_s))
 work=$(mktemp -d /tmp/vsock-churn.XXXXXX) || exit 2
 cd /tmp || exit 2
 server_pid="" client_pid=""
@@ -159,6 +170,7 @@ timeout -k 5 $((3 * max_s + 600)) env -u LD_PRELOAD "${lib_env[@]}" VSOCK_LOG_FI
   >"$work/client.out" 2>"$work/client.err" &
 client_pid=$!
 wait_phase warmup "$client_pid" || { cat "$work/client.err"; ut_fail "no warm-up cycle"; }
+sleep "$park_s"  # the warm-up's parked channel goes first
 base=$(settle)
 server_stats 1 >/dev/null
 echo "MEASURED resources before_server: $r0"
@@ -200,6 +212,10 @@ for phase in seq conc; do
   else
     [ $((${up:-0} * 100)) -ge $((cycles * min_pct)) ] ||
       problems+=("$phase: ${up:-0} of $cycles connections upgraded (at least $min_pct % expected)")
+    attached=$(field upgrade_attached "$cstats")
+    echo "MEASURED phase=$phase attached=${attached:-0}/$cycles (on a parked channel; client channels_parked=$(field channels_parked "$cstats") attach_failed=$(field attach_failed "$cstats"); server attach_refused=$(field attach_refused "$sstats"))"
+    [ "$phase" != seq ] || [ $((${attached:-0} * 100)) -ge $((cycles * min_attached_pct)) ] ||
+      problems+=("$phase: ${attached:-0} of $cycles connections upgraded on a parked channel (at least $min_attached_pct % expected)")
     # Every connection the server took is upgraded or has its reason.
     s_up=$(field upgrades_done "$sstats") s_resets=$(field upgrade_resets "$sstats")
     s_fb=$(tr ' ' '\n' <<<"$sstats" | awk -F= '/^fallback_/ { s += $2 } END { print s + 0 }')

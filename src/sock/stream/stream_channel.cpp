@@ -689,6 +689,10 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
         return violation("DATA beyond the credit the writer had");
       credit_.on_peer_wrote(ring_.available());
       ++counters_.data_received;
+      // Our socket is closed: nobody will read it. The kernel answers data
+      // for a closed socket with a reset, and so does this side (a channel
+      // waiting to be parked, protocol.md §1.2, still takes the write).
+      if (close_requested_) abort();
       return;
     }
     case ImmediateType::kCredit: {
@@ -704,6 +708,7 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
     case ImmediateType::kControl:
       if (wc.byte_len != 0) return violation("CONTROL with a payload");
       if (immediate.value == static_cast<uint32_t>(ControlCode::kReset)) {
+        peer_reset_ = error_ == 0;
         fail(ECONNRESET, "reset by the peer", false);
         return;
       }

@@ -246,6 +246,9 @@ class StreamChannel {
   bool peer_finished() const { return peer_fin_; }
   // The peer's CLOSED came (after its FIN): its socket is closed.
   bool peer_closed() const { return peer_closed_; }
+  // The channel failed by the peer's RESET (its abortive close, or its
+  // answer to data for a socket it had closed).
+  bool peer_reset() const { return peer_reset_; }
   bool write_shut() const { return write_shut_; }
   // Every accepted byte has been posted and acknowledged, and the FIN too
   // after shutdown_write() (CLOSED after close_write()). (Without a FIN, an unsignalled tail is only
@@ -433,6 +436,7 @@ class StreamChannel {
   bool fin_posted_ = false;
   bool peer_fin_ = false;
   bool peer_closed_ = false;  // peer_closed()
+  bool peer_reset_ = false;   // peer_reset()
   bool close_requested_ = false;  // close_write() was called (CLOSED goes once)
   bool closed_pending_ = false;   // CLOSED is due after the FIN, not posted yet
   int error_ = 0;

@@ -274,8 +274,8 @@ bool StreamSocket::peer_never_switched() const {
 }
 
 bool StreamSocket::peer_closed_ring() const {
-  return channel_ && channel_->error() != 0 && channel_->peer_finished() && writer_.switched() && !peer_reverted_ &&
-         !revert_posted_ && error_ == 0 && !kernel_only();
+  return channel_ && channel_->error() != 0 && channel_->peer_finished() && !channel_->peer_reset() &&
+         writer_.switched() && !peer_reverted_ && !revert_posted_ && error_ == 0 && !kernel_only();
 }
 
 bool StreamSocket::writes_to_kernel() const {
@@ -409,9 +409,13 @@ bool StreamSocket::take_so_error(int fd, int* error) {
 int StreamSocket::error_locked() const {
   if (error_ != 0) return error_;
   if (upgrade_.phase() == UpgradePhase::kFailed) return upgrade_.error();
+  // After the peer's FIN, a queue pair that fails is its close's doing
+  // (peer_closed_ring: the kernel socket tells the rest); its RESET is
+  // the connection's reset, as the kernel's RST, which reads EPIPE in
+  // CLOSE_WAIT (the peer's FIN came, ours did not go).
   if (reader_.on_ring() && writer_.switched() && !peer_reverted_ && channel_ && channel_->error() != 0 &&
-      !channel_->peer_finished())
-    return channel_->error();
+      (!channel_->peer_finished() || channel_->peer_reset()))
+    return channel_->peer_finished() && !write_shut_ ? EPIPE : channel_->error();
   return 0;
 }
 

@@ -340,11 +340,13 @@ class Engine final : public UpgradeEngine {
   // The TCP listener (not a rendezvous one) of the request's server end.
   Listener* tcp_listener_for(const wire::UpgradeRequest& request);
   // The completion fds the thread sleeps on besides rdma_cm's: parked
-  // channels', and those of connections whose Attach or switch is under
-  // way (each armed). False if a completion came in the meantime (do not sleep).
+  // channels', and those of connecting clients whose Attach or switch is
+  // under way (watched_channel; each armed). False if a completion came in
+  // the meantime (do not sleep).
   bool add_channel_fds(std::vector<pollfd>* fds);
   // After one of them woke the thread: reads their events.
   void drain_channel_events();
+  StreamChannel* watched_channel(const Tracked& tracked);
 
   const rdma::Device& device_;
   rdma::CmEventChannel channel_;

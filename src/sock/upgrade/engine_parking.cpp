@@ -348,6 +348,18 @@ void Engine::attach_failed(Tracked& tracked, bool keep_channel, const char* why)
 
 // ------------------------------------------------------------- waiting --
 
+// A connecting client's channel while its Attach waits, or its switch
+// while connect() waits for it: nobody else sleeps on its completion fd
+// then (connect() waits on the socket's condition), so the thread may read
+// its events. Under the stream's lock.
+StreamChannel* Engine::watched_channel(const Tracked& tracked) {
+  StreamSocket* stream = tracked.stream;
+  if (stream->kernel_only() || stream->channel() == nullptr) return nullptr;
+  if (tracked.attach_deadline_ms != 0) return stream->channel();
+  const bool connecting = stream->role() == UpgradeRole::kClient && !stream->upgrade_settled();
+  return connecting && switch_in_progress(stream) ? stream->channel() : nullptr;
+}
+
 bool Engine::add_channel_fds(std::vector<pollfd>* fds) {
   bool quiet = true;
   for (size_t i = 0; i < parked_.size(); ++i) {
@@ -358,9 +370,8 @@ bool Engine::add_channel_fds(std::vector<pollfd>* fds) {
   }
   for (const Tracked& tracked : tracked_) {
     std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
-    StreamChannel* channel = tracked.stream->kernel_only() ? nullptr : tracked.stream->channel();
-    if (channel == nullptr || (tracked.attach_deadline_ms == 0 && !switch_in_progress(tracked.stream))) continue;
-    if (!channel->arm()) continue;
+    StreamChannel* channel = watched_channel(tracked);
+    if (channel == nullptr || !channel->arm()) continue;
     if (has_news(*channel)) quiet = false;
     fds->push_back(pollfd{channel->completion_fd(), POLLIN, 0});
   }
@@ -371,9 +382,7 @@ void Engine::drain_channel_events() {
   for (size_t i = 0; i < parked_.size(); ++i) parked_.at(i).channel->drain_events();
   for (const Tracked& tracked : tracked_) {
     std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
-    StreamChannel* channel = tracked.stream->kernel_only() ? nullptr : tracked.stream->channel();
-    if (channel != nullptr && (tracked.attach_deadline_ms != 0 || switch_in_progress(tracked.stream)))
-      channel->drain_events();
+    if (StreamChannel* channel = watched_channel(tracked); channel != nullptr) channel->drain_events();
   }
 }
 
