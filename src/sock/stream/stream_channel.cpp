@@ -767,6 +767,14 @@ void StreamChannel::handle_completion(const ibv_wc& wc) {
     // Retry exceeded (peer gone), remote access error, or flushed after an
     // earlier failure (then this is a no-op). Unsignalled requests report
     // errors too, so this is how a dead peer shows up.
+    if (wc.status == IBV_WC_REM_ACCESS_ERR && peer_closed_ && error_ == 0) {
+      // The peer closed its socket and took its ring away (a channel
+      // waiting to be parked, protocol.md §1.2): our data found a closed
+      // socket, which the kernel answers with a reset.
+      peer_reset_ = true;
+      fail(ECONNRESET, "written to a closed socket", false);
+      return;
+    }
     fail(ECONNRESET, ibv_wc_status_str(wc.status));
     return;
   }

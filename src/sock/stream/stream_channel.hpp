@@ -247,7 +247,8 @@ class StreamChannel {
   // The peer's CLOSED came (after its FIN): its socket is closed.
   bool peer_closed() const { return peer_closed_; }
   // The channel failed by the peer's RESET (its abortive close, or its
-  // answer to data for a socket it had closed).
+  // answer to data for a socket it had closed), or by a write into the
+  // ring a closed peer took away (revoke_ring): the kernel's RST.
   bool peer_reset() const { return peer_reset_; }
   bool write_shut() const { return write_shut_; }
   // Every accepted byte has been posted and acknowledged, and the FIN too
@@ -262,7 +263,8 @@ class StreamChannel {
   // Our ring is below ring_size and may still grow: not refused, the
   // stream neither failed nor ended.
   bool ring_may_grow() const {
-    return ring_.capacity() < config_.ring_size && !grow_refused_ && error_ == 0 && !peer_fin_ && !sending_stopped_;
+    return ring_.capacity() < config_.ring_size && !grow_refused_ && error_ == 0 && !peer_fin_ && !sending_stopped_ &&
+           !close_requested_;
   }
   const SendQueueTracker& send_queue() const { return sq_; }
   uint64_t peer_in_flight() const { return remote_.in_flight(); }  // written, not yet credited
@@ -288,8 +290,17 @@ class StreamChannel {
   // ring, message slots and send buffer (stream_channel_reuse.cpp): its
   // streams start over at position 0, not started, its receives still
   // posted, its send queue's sequence numbers going on (a completion of the
-  // old stream's may still come). `old` must be reusable().
-  static StreamChannel reuse(StreamChannel&& old);
+  // old stream's may still come). A revoked ring is registered anew (a new
+  // rkey; ENOMEM and the like if that fails, and `old` is left as it was).
+  // `old` must be reusable().
+  static core::Result<StreamChannel> reuse(StreamChannel&& old);
+  // Our socket is closed and the channel waits for the peer's CLOSED before
+  // it may be parked: the ring is deregistered meanwhile, so its rkey is
+  // dead (a write into a closed socket's ring fails at the writer's
+  // device, and its queue pair with it, as before parking existed). Not
+  // while a ring change is under way (nothing happens; ask again).
+  void revoke_ring();
+  bool ring_revoked() const { return revoked_capacity_ != 0; }
   // The one message that came after the peer's CLOSED (the server's Park),
   // copied into `out` (kControlMessageMax bytes) and taken; its length, 0
   // if none came.
@@ -409,6 +420,7 @@ class StreamChannel {
   size_t inbox_count_ = 0;
   uint8_t after_close_[kControlMessageMax] = {};
   size_t after_close_length_ = 0;  // take_message_after_close()
+  uint64_t revoked_capacity_ = 0;  // revoke_ring(): the ring's size, to register again
   uint64_t messages_posted_ = 0;
   uint64_t last_message_sequence_ = 0;
   bool sending_stopped_ = false;

@@ -30,8 +30,10 @@ using rdma::Status;
 
 void StreamChannel::maybe_offer_growth() {
   const uint64_t capacity = ring_.capacity();
+  // Nothing grows once our socket is closed (its ring may be revoked, to
+  // be parked: stream_channel_reuse.cpp).
   if (grow_offered_ || grow_refused_ || capacity >= config_.ring_size || !started_ || sending_stopped_ ||
-      peer_fin_ || error_ != 0)
+      peer_fin_ || error_ != 0 || close_requested_ || revoked_capacity_ != 0)
     return;
   if (ring_.available() < capacity / kGrowFill) return;
   const uint64_t bigger = capacity * kGrowFactor < config_.ring_size ? capacity * kGrowFactor : config_.ring_size;

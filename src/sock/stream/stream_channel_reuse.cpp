@@ -21,7 +21,23 @@ size_t StreamChannel::take_message_after_close(uint8_t* out) {
   return length;
 }
 
-StreamChannel StreamChannel::reuse(StreamChannel&& old) {
+void StreamChannel::revoke_ring() {
+  // Not while a ring change is under way: its RingMoved names positions
+  // of this ring (the caller asks again later).
+  if (revoked_capacity_ != 0 || !ring_.valid() || ring_.available() != 0 || grow_offered_ || peer_offer_pending_)
+    return;
+  revoked_capacity_ = ring_.capacity();
+  ring_ = rdma::ReceiveRing();  // deregistered and freed; the budget keeps its share
+}
+
+core::Result<StreamChannel> StreamChannel::reuse(StreamChannel&& old) {
+  // The one step that can fail comes first: `old` is untouched then.
+  if (old.revoked_capacity_ != 0) {
+    core::Result<rdma::ReceiveRing> ring = rdma::ReceiveRing::create(old.pd_, old.revoked_capacity_);
+    if (!ring) return core::Result<StreamChannel>::fail(ring.error());
+    old.ring_ = std::move(ring.value());
+    old.revoked_capacity_ = 0;
+  }
   StreamChannel fresh;
   // What the device holds: the queue pair (connected, its receives
   // posted), the CQ, the PD and the memory registered in it.
@@ -53,7 +69,7 @@ StreamChannel StreamChannel::reuse(StreamChannel&& old) {
   fresh.coalescing_ = fresh.config_.autocork;
   fresh.sq_.set_keep_one_signaled(fresh.coalescing_);
   fresh.credit_ = CreditReturn(fresh.ring_.capacity());
-  return fresh;
+  return core::Result<StreamChannel>::ok(std::move(fresh));
 }
 
 }  // namespace vsock::sock

@@ -284,7 +284,10 @@ bool StreamSocket::writes_to_kernel() const {
 
 void StreamSocket::advance() {
   if (!channel_ || kernel_only()) return;
-  if (channel_->has_message()) take_peer_messages();
+  // A client's messages are the stream's once its channel is established:
+  // before, on a parked channel, they answer its Attach (the engine's).
+  if (channel_->has_message() && (upgrade_.role() == UpgradeRole::kServer || upgrade_.cm_established()))
+    take_peer_messages();
   if (token_owed_) flush_token_locked();
   if (reader_.token_due()) check_token_locked(-1);
   if (kernel_only()) return;

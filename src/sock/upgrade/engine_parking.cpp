@@ -60,18 +60,24 @@ bool Engine::park_closed(Closing& closing, int64_t now) {
   if (!channel->reusable()) {
     // Only the peer's CLOSED missing (its application has not closed yet):
     // wait a while for it.
-    const bool closed_may_come = channel->error() == 0 && channel->started() && channel->all_sent() &&
-                                 !channel->peer_closed() && channel->ring_capacity() != 0;
+    const bool closed_may_come =
+        channel->error() == 0 && channel->started() && channel->all_sent() && !channel->peer_closed();
+    if (!closed_may_come) return true;
+    // Meanwhile nothing may land in the closed socket's ring.
+    channel->revoke_ring();
     if (closing.park_until_ms == 0) closing.park_until_ms = now + ParkedChannels::kParkWaitMs;
-    return !closed_may_come || now >= closing.park_until_ms;
+    return now >= closing.park_until_ms;
   }
   wire::FamilyEndpoint peer;
   if (!connection_peer(stream->connection(), &peer)) return true;
   if (!client) peer.endpoint.port = 0;  // a client's rdma_cm port says nothing of its next connection
   if (!parked_.has_room(peer)) return true;
+  core::Result<StreamChannel> reused = StreamChannel::reuse(std::move(*channel));
+  if (!reused) return true;  // nothing moved: torn down with the stream, connection first
   auto parked = std::make_unique<ParkedChannel>();
-  parked->channel = std::make_unique<StreamChannel>(StreamChannel::reuse(std::move(*stream->take_channel())));
   parked->connection = std::move(stream->connection());
+  parked->channel = std::make_unique<StreamChannel>(std::move(reused.value()));
+  stream->take_channel();  // what is left of it holds nothing
   parked->client = client;
   parked->ready = !client || park_came;
   parked->peer = peer;
