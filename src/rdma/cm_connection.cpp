@@ -1,7 +1,6 @@
 #include "rdma/cm_connection.hpp"
 
 #include <cerrno>
-#include <cstring>
 #include <utility>
 
 #include "core/log.hpp"
@@ -51,16 +50,7 @@ CmConnection& CmConnection::operator=(CmConnection&& other) noexcept {
   return *this;
 }
 
-socklen_t CmConnection::peer_address(sockaddr_storage* out) const {
-  if (!id_.valid()) return 0;
-  const sockaddr* peer = rdma_get_peer_addr(id_.get());
-  socklen_t length = peer == nullptr                  ? 0
-                     : peer->sa_family == AF_INET    ? sizeof(sockaddr_in)
-                     : peer->sa_family == AF_INET6   ? sizeof(sockaddr_in6)
-                                                      : 0;
-  if (length != 0) std::memcpy(out, peer, length);
-  return length;
-}
+socklen_t CmConnection::peer_address(sockaddr_storage* out) const { return cm_peer_address(id_.get(), out); }
 
 void CmConnection::reset() {
   if (state_ == CmConnectionState::kPrepared) {

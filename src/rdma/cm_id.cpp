@@ -1,6 +1,7 @@
 #include "rdma/cm_id.hpp"
 
 #include <cerrno>
+#include <cstring>
 #include <utility>
 
 #include "rdma/cm_event_channel.hpp"
@@ -47,6 +48,16 @@ std::string CmId::device_name() const {
   if (id_ == nullptr || id_->verbs == nullptr || id_->verbs->device == nullptr) return std::string();
   const char* name = ibv_get_device_name(id_->verbs->device);
   return name ? std::string(name) : std::string();
+}
+
+socklen_t cm_peer_address(rdma_cm_id* id, sockaddr_storage* out) {
+  const sockaddr* peer = id != nullptr ? rdma_get_peer_addr(id) : nullptr;
+  socklen_t length = peer == nullptr                  ? 0
+                     : peer->sa_family == AF_INET    ? sizeof(sockaddr_in)
+                     : peer->sa_family == AF_INET6   ? sizeof(sockaddr_in6)
+                                                      : 0;
+  if (length != 0) std::memcpy(out, peer, length);
+  return length;
 }
 
 }  // namespace vsock::rdma

@@ -49,4 +49,8 @@ class CmId {
   rdma_cm_id* id_ = nullptr;
 };
 
+// The address and port of the other end of `id` (rdma_get_peer_addr),
+// copied into `out`; its length, 0 for no id or an address that is not IP.
+socklen_t cm_peer_address(rdma_cm_id* id, sockaddr_storage* out);
+
 }  // namespace vsock::rdma

@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 
 #include <cerrno>
-#include <cstring>
 #include <utility>
 
 #include "core/log.hpp"
@@ -56,14 +55,7 @@ bool CmUdpListener::is_request(const CmEvent& event) const {
 }
 
 socklen_t CmUdpListener::source_of(const CmEvent& request, sockaddr_storage* out) const {
-  if (!is_request(request)) return 0;
-  const sockaddr* source = rdma_get_peer_addr(request.id);
-  socklen_t length = source == nullptr                  ? 0
-                     : source->sa_family == AF_INET    ? sizeof(sockaddr_in)
-                     : source->sa_family == AF_INET6   ? sizeof(sockaddr_in6)
-                                                        : 0;
-  if (length != 0) std::memcpy(out, source, length);
-  return length;
+  return is_request(request) ? cm_peer_address(request.id, out) : 0;
 }
 
 Status CmUdpListener::answer(const CmEvent& request, uint32_t qpn, uint32_t qkey, const void* private_data,
