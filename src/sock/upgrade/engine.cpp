@@ -103,6 +103,7 @@ void Engine::check_timers() {
       listener->requests.erase(it);
     }
     redirect_claimed(*listener);
+    expire_held_attaches(*listener, now);
     for (int fd : expired.tcp_fds) {
       auto it = listener->sockets.find(fd);
       if (it == listener->sockets.end()) continue;
@@ -200,9 +201,12 @@ int Engine::next_timeout_ms() {
     waiting = waiting || listener->matcher.waiting_requests() > 0 || listener->matcher.waiting_sockets() > 0 ||
               !listener->early.empty();
   if (waiting) soonest = std::min<int64_t>(soonest, now + 50);
-  for (auto& [key, listener] : listeners_)
+  for (auto& [key, listener] : listeners_) {
     if (!listener->requests.empty() && listener->board && listener->board->shared())
       soonest = std::min<int64_t>(soonest, now + kBoardPollMs);
+    for (const auto& [handle, held] : listener->attaches)
+      soonest = std::min<int64_t>(soonest, held.since_ms + kAttachHoldMs);
+  }
   if (!adoptions_.empty()) soonest = std::min<int64_t>(soonest, now + kAdoptPollMs);
   if (int resolving = datagrams_.next_timeout_ms(); resolving >= 0)
     soonest = std::min<int64_t>(soonest, now + resolving);
@@ -259,6 +263,7 @@ void Engine::run() {
 }
 
 // ----------------------------------------------------------------- closing --
+
 
 void Engine::drop_waiting_socket(StreamSocket* stream) {
   for (auto& [key, listener] : listeners_) {

@@ -100,6 +100,11 @@ constexpr size_t kRingGrowPollPer = 256;
 // How often a client asked for its first bytes (Reject kAfterData) looks
 // whether the application wrote them.
 constexpr int kFirstWritePollMs = 2;
+// How long an Attach whose connection accept() has not returned waits for
+// it (a server's accept loop is that far behind) before it is answered as
+// an early upgrade or refused; a client waits kAttachWaitMs for the answer.
+constexpr int64_t kAttachHoldMs = 50;
+constexpr int64_t kAttachWaitMs = 250;
 
 uint64_t random_nonce();
 // An accepted socket's two ends, as the kernel names them.
@@ -179,6 +184,15 @@ struct Listener {
   // could be made (memory budget, locked memory): their sockets, once
   // accepted, stay on TCP for that reason (oldest first, bounded).
   std::vector<std::pair<wire::UpgradeRequest, int64_t>> no_resources;
+  // Attaches on parked channels (protocol.md §1.2) whose connection
+  // accept() has not returned yet, by matcher handle: answered when it
+  // does, kAttachHoldMs at most (engine_parking.cpp).
+  struct HeldAttach {
+    std::unique_ptr<ParkedChannel> parked;
+    wire::UpgradeRequest request;
+    int64_t since_ms = 0;
+  };
+  std::map<uint64_t, HeldAttach> attaches;
   // The TCP listener was closed: the rdma_cm side stays until the sockets
   // it accepted have had their requests (a server that closes its listener
   // right after accept()), settle_ms() at most (0: open).
@@ -337,6 +351,17 @@ class Engine final : public UpgradeEngine {
   // Server: an Attach that cannot be served here goes back as a Reject
   // (the client asks with rdma_cm instead); the channel stays parked.
   void refuse_attach(ParkedChannel& parked, uint64_t nonce);
+  // Server: answers an Attach with Attached on its channel, which becomes
+  // `stream`'s (accept() returned it; "Bound follows"), or an early
+  // upgrade's (null: its connection waits in the backlog).
+  void answer_attach(Listener& listener, std::unique_ptr<ParkedChannel> parked, const wire::UpgradeRequest& request,
+                     StreamSocket* stream);
+  // Server: accept() returned the socket a held Attach waits for. True if
+  // `handle` was one (the socket is answered).
+  bool take_held_attach(Listener& listener, uint64_t handle, int fd, StreamSocket* stream);
+  // Server: held Attaches past kAttachHoldMs: early upgrades if their
+  // connection still waits in the backlog, else refused (parked again).
+  void expire_held_attaches(Listener& listener, int64_t now);
   // The TCP listener (not a rendezvous one) of the request's server end.
   Listener* tcp_listener_for(const wire::UpgradeRequest& request);
   // The completion fds the thread sleeps on besides rdma_cm's: parked

@@ -239,6 +239,7 @@ void Engine::add_accepted(Listener& listener, int fd, StreamSocket* stream, cons
     wake();  // the thread now has a matcher deadline to keep
     return;
   }
+  if (take_held_attach(listener, result.handle, fd, stream)) return;
   auto request = listener.requests.find(result.handle);
   if (request == listener.requests.end()) {
     stream->fall_back_now(FallbackReason::kDeclined, "request vanished");

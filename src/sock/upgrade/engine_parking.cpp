@@ -8,9 +8,6 @@
 namespace vsock::sock::side_band {
 namespace {
 
-// How long a client waits for the answer to its Attach before it asks with
-// rdma_cm instead (the server's thread answers at once when it has the socket).
-constexpr int64_t kAttachWaitMs = 100;
 // Matcher handles of Attaches: rdma_cm ids are pointers, never this high.
 constexpr uint64_t kAttachHandleBit = uint64_t{1} << 63;
 
@@ -168,11 +165,11 @@ void Engine::refuse_attach(ParkedChannel& parked, uint64_t nonce) {
   core::stat_add(core::Stat::attach_refused);
 }
 
-// Under the engine's lock. Serves only what needs nothing from another
-// process or from time: a socket accept() has returned here, or a
-// connection still in the backlog of a listener only this process uses.
-// Everything else (a shared listener, a socket not accepted yet) is
-// refused, and the client's rdma_cm request goes the way of §1.1.
+// Under the engine's lock. Serves what needs nothing from another process:
+// a socket accept() has returned here, or will within kAttachHoldMs (else,
+// still in the backlog, as an early upgrade), of a listener only this
+// process uses. A shared listener's is refused, and the client's rdma_cm
+// request goes the way of §1.1.
 void Engine::on_attach(size_t index, const wire::UpgradeRequest& request) {
   ParkedChannel& parked = parked_.at(index);
   const uint64_t nonce = request.nonce;
@@ -203,67 +200,98 @@ void Engine::on_attach(size_t index, const wire::UpgradeRequest& request) {
       listener->requests.erase(old);
     }
   }
-  StreamSocket* stream = nullptr;
-  if (result.verdict == RequestVerdict::kMatched) {
-    auto waiting = listener->sockets.find(result.fd);
-    if (waiting != listener->sockets.end() && !waiting->second->awaiting_claim()) {
-      stream = waiting->second;
-      listener->sockets.erase(waiting);
-    } else {
-      // A fork came first (the process that uses it claims it): the socket
-      // waits for the rdma_cm request the refusal brings.
-      listener->matcher.remove_request(handle);
-      SocketNames names;
-      if (waiting != listener->sockets.end() && read_names(result.fd, &names))
-        (void)listener->matcher.add_socket(result.fd, names.local_addr(), names.local_len, names.peer_addr(),
-                                           names.peer_len, static_cast<uint64_t>(core::monotonic_ms()));
-    }
-  } else if (result.verdict == RequestVerdict::kPending) {
-    listener->matcher.remove_request(handle);
+  switch (result.verdict) {
+    case RequestVerdict::kDuplicate:
+      refuse_attach(parked, nonce);
+      return;
+    case RequestVerdict::kPending:
+      // accept() has not returned it yet: held until it does (the matcher
+      // keeps the request), kAttachHoldMs at most.
+      listener->attaches[handle] = Listener::HeldAttach{parked_.take(index), request, core::monotonic_ms()};
+      wake();
+      return;
+    case RequestVerdict::kMatched:
+      break;
   }
-  const bool early = result.verdict == RequestVerdict::kPending && has_room_early(*listener) &&
-                     tcp_connection_in_backlog(request);
-  if (stream == nullptr && !early) {
+  auto waiting = listener->sockets.find(result.fd);
+  if (waiting == listener->sockets.end() || waiting->second->awaiting_claim()) {
+    // A fork came first (the process that uses it claims it): the socket
+    // waits for the rdma_cm request the refusal brings.
+    SocketNames names;
+    if (waiting != listener->sockets.end() && read_names(result.fd, &names))
+      (void)listener->matcher.add_socket(result.fd, names.local_addr(), names.local_len, names.peer_addr(),
+                                         names.peer_len, static_cast<uint64_t>(core::monotonic_ms()));
     refuse_attach(parked, nonce);
     return;
   }
+  StreamSocket* stream = waiting->second;
+  listener->sockets.erase(waiting);
+  answer_attach(*listener, parked_.take(index), request, stream);
+  stream->release();  // the waiting table's reference
+}
+
+bool Engine::take_held_attach(Listener& listener, uint64_t handle, int fd, StreamSocket* stream) {
+  auto held = listener.attaches.find(handle);
+  if (held == listener.attaches.end()) return false;
+  Listener::HeldAttach attach = std::move(held->second);
+  listener.attaches.erase(held);
+  listener.matcher.remove_socket(fd);
+  answer_attach(listener, std::move(attach.parked), attach.request, stream);
+  return true;
+}
+
+void Engine::expire_held_attaches(Listener& listener, int64_t now) {
+  for (auto it = listener.attaches.begin(); it != listener.attaches.end();) {
+    if (now - it->second.since_ms < kAttachHoldMs) {
+      ++it;
+      continue;
+    }
+    Listener::HeldAttach attach = std::move(it->second);
+    listener.matcher.remove_request(it->first);
+    it = listener.attaches.erase(it);
+    // Still in the backlog: answered now, as an early upgrade (a program
+    // that connects and then accepts in one thread waits for this).
+    if (has_room_early(listener) && tcp_connection_in_backlog(attach.request)) {
+      answer_attach(listener, std::move(attach.parked), attach.request, nullptr);
+      continue;
+    }
+    refuse_attach(*attach.parked, attach.request.nonce);
+    attach.parked->since_ms = now;
+    if (parked_.has_room(attach.parked->peer)) parked_.add(std::move(attach.parked));
+  }
+}
+
+void Engine::answer_attach(Listener& listener, std::unique_ptr<ParkedChannel> parked,
+                           const wire::UpgradeRequest& request, StreamSocket* stream) {
   wire::UpgradeAccept accept;
-  accept.nonce = nonce;
+  accept.nonce = request.nonce;
   accept.flags = stream != nullptr ? wire::kAcceptFlagBound : 0;
-  accept.ring = parked.channel->local_ring();
+  accept.ring = parked->channel->local_ring();
   uint8_t bytes[wire::kAttachedMessageSize];
   wire::encode_attached(accept, bytes);
-  std::unique_ptr<ParkedChannel> taken = parked_.take(index);
-  if (!send_bytes(*taken->channel, bytes, sizeof bytes)) {
-    if (stream != nullptr) {
-      stream->fall_back_now(FallbackReason::kTransportError, "the parked channel failed");
-      stream->release();
-    }
+  if (!send_bytes(*parked->channel, bytes, sizeof bytes)) {
+    if (stream != nullptr) stream->fall_back_now(FallbackReason::kTransportError, "the parked channel failed");
     return;
   }
   core::stat_add(core::Stat::upgrade_attached);
-  if (early) {
+  if (stream == nullptr) {
     auto upgrade = std::make_unique<EarlyUpgrade>();
     upgrade->since_ms = core::monotonic_ms();
     upgrade->request = request;
-    upgrade->answered.channel = std::move(taken->channel);
-    upgrade->answered.connection = std::move(taken->connection);
-    listener->early.push_back(std::move(upgrade));
+    upgrade->answered.channel = std::move(parked->channel);
+    upgrade->answered.connection = std::move(parked->connection);
+    listener.early.push_back(std::move(upgrade));
     return;
   }
-  {
-    std::unique_lock<std::mutex> stream_held = stream->lock();
-    if (!stream->kernel_only()) {
-      stream->set_nonce(nonce);
-      stream->set_channel(std::move(taken->channel));
-      stream->connection() = std::move(taken->connection);
-      core::stat_add(core::Stat::upgrade_attempts);
-      stream->apply(stream->upgrade().on(UpgradeEvent::kRequestAccepted));
-      stream->apply(stream->upgrade().on(UpgradeEvent::kCmEstablished));  // the queue pair is connected
-      track(stream, core::monotonic_ms() + settle_ms());
-    }
-  }
-  stream->release();  // the waiting table's reference
+  std::unique_lock<std::mutex> stream_held = stream->lock();
+  if (stream->kernel_only()) return;  // the channel goes: the client's Attach fails, it stays on TCP
+  stream->set_nonce(request.nonce);
+  stream->set_channel(std::move(parked->channel));
+  stream->connection() = std::move(parked->connection);
+  core::stat_add(core::Stat::upgrade_attempts);
+  stream->apply(stream->upgrade().on(UpgradeEvent::kRequestAccepted));
+  stream->apply(stream->upgrade().on(UpgradeEvent::kCmEstablished));  // the queue pair is connected
+  track(stream, core::monotonic_ms() + settle_ms());
 }
 
 // ------------------------------------------------------------ the client --
