@@ -102,7 +102,8 @@ constexpr size_t kRingGrowPollPer = 256;
 constexpr int kFirstWritePollMs = 2;
 // How long an Attach whose connection accept() has not returned waits for
 // it (a server's accept loop is that far behind) before it is answered as
-// an early upgrade or refused; a client waits kAttachWaitMs for the answer.
+// an early upgrade or refused; a client waits kAttachWaitMs (or
+// upgrade_timeout_ms, if longer) for the answer.
 constexpr int64_t kAttachHoldMs = 50;
 constexpr int64_t kAttachWaitMs = 250;
 

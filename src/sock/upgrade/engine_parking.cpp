@@ -317,7 +317,9 @@ bool Engine::attach_parked(int fd, StreamSocket* stream, const sockaddr* local, 
   core::stat_add(core::Stat::upgrade_attempts);
   stream->apply(stream->upgrade().on(UpgradeEvent::kConnectStarted));
   track(stream, 0);
-  tracked_.back().attach_deadline_ms = core::monotonic_ms() + kAttachWaitMs;
+  // As long as an rdma_cm request would get (a loaded host answers late;
+  // one given up on while its answer is under way stays on TCP).
+  tracked_.back().attach_deadline_ms = core::monotonic_ms() + std::max<int64_t>(kAttachWaitMs, upgrade_deadline_ms());
   VSOCK_LOG(kDebug, "fd %d: upgrade asked on a parked channel", fd);
   stream_held.unlock();
   wake();
