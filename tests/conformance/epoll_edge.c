@@ -164,6 +164,26 @@ static void hangups(void) {
   wait_until(ep, EPOLLERR, "after reset");
   close(ep);
   close(client);
+
+  // The same with the bytes written before accept(): over libvsock they go
+  // on TCP ahead of the upgrade (protocol.md §2, "Until Bound"). The server
+  // works a little (the client takes Bound and sends its Switch meanwhile),
+  // then closes before it took that Switch: its TCP socket resets.
+  struct sockaddr_in addr;
+  int listener = ct_tcp_listener(&addr);
+  client = ct_tcp_connect(&addr);
+  ep = CT_OK("epoll_create1", epoll_create1(0));
+  add(ep, client, 0, "ADD early writer with no events");
+  CT_RC("send before accept()", send(client, "early", 5, 0), 5);
+  server = accept(listener, NULL, NULL);
+  if (server < 0) CT_FAIL("accept: %s", ct_errname(errno));
+  ct_wait_readable(server);
+  usleep(10000);
+  CT_RC("peer closes with the early bytes unread (reset)", close(server), 0);
+  wait_until(ep, EPOLLERR, "after reset of an early writer");
+  close(ep);
+  close(client);
+  close(listener);
 }
 
 int main(void) {

@@ -463,6 +463,12 @@ short StreamSocket::poll_events(int fd, short events, Look look) {
     return poll_events(fd, events, look);
   }
   if (kernel_only()) return static_cast<short>(kernel.revents & (events | POLLERR | POLLHUP | POLLNVAL));
+  // A TCP connection broken while our stream still reads there (its bytes
+  // up to the switch point, or the peer's Switch still to come) is the
+  // connection's reset, as take_so_error and recv find it: e.g. a server
+  // that closed with unread TCP bytes before its upgrade was committed.
+  if (need_kernel && (kernel.revents & POLLERR) && upgrade_.committed() && !reader_.on_ring() && error_locked() == 0)
+    apply(upgrade_.on(UpgradeEvent::kTcpReset));
   short ready = static_cast<short>(kernel.revents & POLLPRI);  // urgent data is TCP's (send_urgent)
   // As the kernel after a reset: readable (data, the error, then end of
   // stream), writable (EPIPE), hung up; POLLERR until the error is reported.
