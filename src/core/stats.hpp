@@ -89,7 +89,8 @@ namespace vsock::core {
   X(channels_parked)           \
   X(upgrade_attached)          \
   X(attach_refused)            \
-  X(attach_failed)
+  X(attach_failed)             \
+  X(parked_yielded)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

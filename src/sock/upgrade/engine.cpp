@@ -14,10 +14,31 @@ uint64_t random_nonce() {
   return nonce;
 }
 
+// Parked channels are a cache: when the memory budget or the locked-memory
+// limit refuses a new connection's channel, the oldest parked ones give
+// theirs back, one at a time, before the connection is left on TCP.
+static bool short_of_memory(int error) { return error == ENOMEM || error == ENOBUFS; }
+
 std::unique_ptr<StreamChannel> Engine::new_channel() {
   core::Result<StreamChannel> made = StreamChannel::create(device_, StreamConfig::from_settings(settings_));
-  if (!made) return nullptr;
-  return std::make_unique<StreamChannel>(std::move(made.value()));
+  if (made) return std::make_unique<StreamChannel>(std::move(made.value()));
+  if (!short_of_memory(made.error())) return nullptr;
+  std::lock_guard<std::mutex> held(mu_);  // for the parked channels
+  return new_channel_locked();
+}
+
+std::unique_ptr<StreamChannel> Engine::new_channel_locked() {
+  for (;;) {
+    core::Result<StreamChannel> made = StreamChannel::create(device_, StreamConfig::from_settings(settings_));
+    if (made) return std::make_unique<StreamChannel>(std::move(made.value()));
+    if (!short_of_memory(made.error()) || !yield_parked_memory()) return nullptr;
+  }
+}
+
+rdma::Status Engine::start_channel_locked(StreamChannel& channel, const rdma::RingDescriptor& peer_ring) {
+  rdma::Status started = channel.start(peer_ring);
+  while (!started && short_of_memory(started.error()) && yield_parked_memory()) started = channel.start(peer_ring);
+  return started;
 }
 
 void Engine::wake() {

@@ -328,9 +328,17 @@ class Engine final : public UpgradeEngine {
   Tracked* tracked_entry(StreamSocket* stream);
   void untrack(StreamSocket* stream);
   void drop_waiting_socket(StreamSocket* stream);
+  // A fresh channel; a shortage of memory first drops parked channels
+  // (yield_parked_memory). new_channel() takes the engine's lock only for
+  // that; the others are called under it.
   std::unique_ptr<StreamChannel> new_channel();
+  std::unique_ptr<StreamChannel> new_channel_locked();
+  rdma::Status start_channel_locked(StreamChannel& channel, const rdma::RingDescriptor& peer_ring);
 
   // Parked channels (engine_parking.cpp, docs/protocol.md §1.2).
+  // Drops the oldest parked channel, whose memory a new connection needs;
+  // false if none is parked. Under the engine's lock.
+  bool yield_parked_memory();
   // Client: the connection goes on a ready parked channel to `peer`, with
   // an Attach, if there is one. Under the engine's lock.
   bool attach_parked(int fd, StreamSocket* stream, const sockaddr* local, socklen_t local_len, const sockaddr* peer,

@@ -85,7 +85,7 @@ core::Result<bool> Engine::connect_locked(StreamSocket* stream, int fd, const so
       local, local_len, reinterpret_cast<sockaddr*>(&tcp_peer), tcp_peer_len, stream->nonce());
   if (!request) return R::fail(EAFNOSUPPORT);
   request.value().flags = request_flags;
-  if (!channel) channel = new_channel();
+  if (!channel) channel = new_channel_locked();
   if (!channel) return R::fail(ENOMEM);
   rdma::CmConnectParams params;
   std::memcpy(&params.destination, peer, std::min<size_t>(peer_len, sizeof params.destination));
@@ -196,7 +196,7 @@ void Engine::finish_connect(StreamSocket* stream) {
       }
       // The send buffer that mirrors the server's ring is registered now: a
       // shortage of ours (budget, locked memory) says nothing of the peer.
-      if (rdma::Status started = channel->start(accept.value().ring); !started) {
+      if (rdma::Status started = start_channel_locked(*channel, accept.value().ring); !started) {
         const bool short_here = started.error() == ENOMEM || started.error() == ENOBUFS;
         event = short_here ? UpgradeEvent::kNoResources : UpgradeEvent::kCmRejected;
         break;

@@ -136,6 +136,15 @@ void Engine::serve_parked(int64_t now) {
   }
 }
 
+bool Engine::yield_parked_memory() {
+  if (parked_.size() == 0) return false;
+  parked_.take(0);  // the oldest; its peer drops its side at the disconnect
+  core::stat_add(core::Stat::parked_yielded);
+  VSOCK_LOG(kDebug, "a parked channel closed: a new connection needs its memory");
+  wake();  // the side-band thread may sleep on its completion fd
+  return true;
+}
+
 // ------------------------------------------------------------ the server --
 
 Listener* Engine::tcp_listener_for(const wire::UpgradeRequest& request) {
@@ -352,7 +361,7 @@ void Engine::check_attach(Tracked& tracked, int64_t now) {
   core::Result<wire::UpgradeAccept> accept = wire::parse_attached(message, length);
   if (!accept || accept.value().nonce != stream->nonce())
     return attach_failed(tracked, false, "a bad answer to the Attach");
-  if (rdma::Status started = channel->start(accept.value().ring); !started)
+  if (rdma::Status started = start_channel_locked(*channel, accept.value().ring); !started)
     return attach_failed(tracked, false, "the server's ring could not be mirrored");
   tracked.attach_deadline_ms = 0;
   core::stat_add(core::Stat::upgrade_attached);

@@ -194,7 +194,7 @@ core::Result<Answered> Engine::answer(Listener& listener, const rdma::CmEvent& r
                                       bool socket_accepted) {
   using R = core::Result<Answered>;
   Answered answered;
-  answered.channel = new_channel();
+  answered.channel = new_channel_locked();
   if (!answered.channel) {
     reject(listener, request, nonce, wire::RejectReason::kConnection);
     return R::fail(ENOMEM);
