@@ -16,6 +16,8 @@ std::string setting_text(const Settings& s, std::string_view name) {
   if (name == "stats_shm") return bool_text(s.stats_shm);
   if (name == "spin_adapt") return bool_text(s.spin_adapt);
   if (name == "park_channels") return bool_text(s.park_channels);
+  if (name == "park_max") return std::to_string(s.park_max);
+  if (name == "park_per_peer") return std::to_string(s.park_per_peer);
   if (name == "device") return s.device;
   if (name == "tcp") return mode_text(s.tcp);
   if (name == "udp") return mode_text(s.udp);

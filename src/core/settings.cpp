@@ -75,7 +75,7 @@ const char* const kSettingNames[] = {
     "udp",      "spin_us",   "inline_size",  "ring_size",    "sq_depth",     "rq_depth",
     "signal_every", "autocork", "nagle", "cq_mod_count", "cq_mod_us", "upgrade_timeout_ms", "peer_fail_cache_s",
     "udp_receive_buffers", "udp_progress_us", "udp_mcast_offload", "spin_adapt", "memory_budget_mib", "ring_initial_size",
-    "park_channels",
+    "park_channels", "park_max", "park_per_peer",
 };
 const int kSettingCount = sizeof kSettingNames / sizeof kSettingNames[0];
 
@@ -118,6 +118,8 @@ bool apply_setting(Settings* s, std::string_view name, std::string_view value, s
   if (name == "stats_shm") return parse_bool(value, &s->stats_shm, why);
   if (name == "spin_adapt") return parse_bool(value, &s->spin_adapt, why);
   if (name == "park_channels") return parse_bool(value, &s->park_channels, why);
+  if (name == "park_max") return parse_u32(value, 1, 4096, &s->park_max, why);
+  if (name == "park_per_peer") return parse_u32(value, 1, 4096, &s->park_per_peer, why);
   if (name == "autocork") return parse_bool(value, &s->autocork, why);
   if (name == "nagle") return parse_bool(value, &s->nagle, why);
   if (name == "tcp") return parse_mode(value, &s->tcp, why);

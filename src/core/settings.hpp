@@ -43,6 +43,8 @@ struct Settings {
   uint32_t upgrade_timeout_ms = 200;   // how long connect() waits for RDMA
   uint32_t peer_fail_cache_s = 60;     // remember peers that cannot upgrade
   bool park_channels = true;           // keep cleanly closed channels for the next connection (protocol.md §1.2)
+  uint32_t park_max = 32;              // parked channels per process
+  uint32_t park_per_peer = 8;          // parked channels per peer address
   uint32_t memory_budget_mib = 0;      // connections' registered memory, MiB (0: no limit)
   uint32_t udp_receive_buffers = 2048;  // the UD endpoint's posted receive buffers
   uint32_t udp_progress_us = 1000;     // receive progress thread's tick (0: none)

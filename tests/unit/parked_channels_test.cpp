@@ -28,22 +28,36 @@ std::unique_ptr<ParkedChannel> entry(const wire::FamilyEndpoint& peer, bool clie
   return parked;
 }
 
+// The defaults of park_max and park_per_peer.
+constexpr size_t kMaxParked = 32;
+constexpr size_t kMaxPerPeer = 8;
+
 TEST(ParkedChannels, BoundedPerPeerAddressAndInAll) {
-  ParkedChannels parked;
-  for (size_t i = 0; i < ParkedChannels::kMaxPerPeer; ++i) {
+  ParkedChannels parked(kMaxParked, kMaxPerPeer);
+  for (size_t i = 0; i < kMaxPerPeer; ++i) {
     ASSERT_TRUE(parked.has_room(v4(1, static_cast<uint16_t>(80 + i))));
     parked.add(entry(v4(1, static_cast<uint16_t>(80 + i)), true, true, 0));
   }
   EXPECT_FALSE(parked.has_room(v4(1, 9999))) << "the port does not make another peer";
   EXPECT_TRUE(parked.has_room(v4(2, 80)));
-  for (uint8_t host = 2; parked.size() < ParkedChannels::kMaxParked; ++host)
-    for (size_t i = 0; i < ParkedChannels::kMaxPerPeer && parked.size() < ParkedChannels::kMaxParked; ++i)
+  for (uint8_t host = 2; parked.size() < kMaxParked; ++host)
+    for (size_t i = 0; i < kMaxPerPeer && parked.size() < kMaxParked; ++i)
       parked.add(entry(v4(host, 80), false, true, 0));
   EXPECT_FALSE(parked.has_room(v4(200, 80)));
 }
 
+TEST(ParkedChannels, TheBoundsAreTheSettings) {
+  ParkedChannels parked(3, 2);
+  parked.add(entry(v4(1, 80), true, true, 0));
+  parked.add(entry(v4(1, 81), true, true, 0));
+  EXPECT_FALSE(parked.has_room(v4(1, 82)));
+  EXPECT_TRUE(parked.has_room(v4(2, 80)));
+  parked.add(entry(v4(2, 80), true, true, 0));
+  EXPECT_FALSE(parked.has_room(v4(3, 80)));
+}
+
 TEST(ParkedChannels, AClientTakesTheOldestReadyOneToItsServer) {
-  ParkedChannels parked;
+  ParkedChannels parked(kMaxParked, kMaxPerPeer);
   parked.add(entry(v4(1, 80), true, false, 0));  // its server's Park has not come
   parked.add(entry(v4(1, 81), true, true, 1));   // another port
   parked.add(entry(v4(1, 80), false, true, 2));  // a server's side
@@ -58,7 +72,7 @@ TEST(ParkedChannels, AClientTakesTheOldestReadyOneToItsServer) {
 }
 
 TEST(ParkedChannels, IPv4MappedAddressesAreTheSamePeer) {
-  ParkedChannels parked;
+  ParkedChannels parked(kMaxParked, kMaxPerPeer);
   parked.add(entry(v4(7, 443), true, true, 0));
   wire::FamilyEndpoint mapped;
   mapped.family = wire::kFamilyIpv6;
@@ -69,7 +83,7 @@ TEST(ParkedChannels, IPv4MappedAddressesAreTheSamePeer) {
 }
 
 TEST(ParkedChannels, EachSideExpiresOnItsOwnClock) {
-  ParkedChannels parked;
+  ParkedChannels parked(kMaxParked, kMaxPerPeer);
   parked.add(entry(v4(1, 80), true, false, 0));   // waits for Park: kParkWaitMs
   parked.add(entry(v4(1, 80), true, true, 0));    // ready, unused: kClientIdleMs
   parked.add(entry(v4(1, 0), false, true, 0));    // a server's: kServerIdleMs

@@ -218,6 +218,7 @@ class Engine final : public UpgradeEngine {
         // Keys name listeners across processes: a child's listen key is not
         // its parent's (the child inherits the parent's keys in its sockets).
         next_key_((uint64_t{static_cast<uint32_t>(::getpid())} << 32) | 1),
+        parked_(settings_.park_max, settings_.park_per_peer),
         datagrams_(channel_, static_cast<int>(settings_.upgrade_timeout_ms)) {}
 
   void run();

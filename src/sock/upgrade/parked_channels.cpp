@@ -16,10 +16,10 @@ bool same_endpoint(const wire::FamilyEndpoint& a, const wire::FamilyEndpoint& b)
 }
 
 bool ParkedChannels::has_room(const wire::FamilyEndpoint& peer) const {
-  if (entries_.size() >= kMaxParked) return false;
+  if (entries_.size() >= max_parked_) return false;
   size_t same = 0;
   for (const auto& entry : entries_) same += same_address(entry->peer, peer) ? 1 : 0;
-  return same < kMaxPerPeer;
+  return same < max_per_peer_;
 }
 
 void ParkedChannels::add(std::unique_ptr<ParkedChannel> parked) { entries_.push_back(std::move(parked)); }

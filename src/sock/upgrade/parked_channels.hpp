@@ -35,9 +35,9 @@ struct ParkedChannel {
 
 class ParkedChannels {
  public:
-  // At most this many parked in the process, and per peer address.
-  static constexpr size_t kMaxParked = 32;
-  static constexpr size_t kMaxPerPeer = 8;
+  // At most `max_parked` parked in the process, `max_per_peer` per peer
+  // address (settings park_max, park_per_peer).
+  ParkedChannels(size_t max_parked, size_t max_per_peer) : max_parked_(max_parked), max_per_peer_(max_per_peer) {}
   // A client's side waits this long for the server's Park; a ready one is
   // kept this long unused. The server keeps its side longer, so that a
   // client never attaches to a channel the server has just dropped.
@@ -63,6 +63,8 @@ class ParkedChannels {
 
  private:
   int64_t deadline_of(const ParkedChannel& parked) const;
+  size_t max_parked_;
+  size_t max_per_peer_;
   std::vector<std::unique_ptr<ParkedChannel>> entries_;  // oldest first
 };
 
