@@ -176,12 +176,14 @@ struct vsock_stats {
    * Attaches the server refused (the client then asked with rdma_cm);
    * Attaches the client gave up on (refused, unanswered, or the channel
    * failed) before it asked with rdma_cm; parked channels closed because
-   * a new connection needed their memory (memory_budget_mib, ulimit -l). */
+   * a new connection needed their memory (memory_budget_mib, ulimit -l);
+   * the channels parked now (a gauge, like registered_bytes). */
   uint64_t channels_parked;
   uint64_t upgrade_attached;
   uint64_t attach_refused;
   uint64_t attach_failed;
   uint64_t parked_yielded;
+  uint64_t parked_now;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

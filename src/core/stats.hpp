@@ -90,7 +90,8 @@ namespace vsock::core {
   X(upgrade_attached)          \
   X(attach_refused)            \
   X(attach_failed)             \
-  X(parked_yielded)
+  X(parked_yielded)             \
+  X(parked_now)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

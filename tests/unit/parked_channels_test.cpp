@@ -1,10 +1,12 @@
 // ParkedChannels (src/sock/upgrade/parked_channels.*): the bounds on
 // parked channels (in all, per peer address, in time) and which one a
-// connecting client takes. Bookkeeping only: the entries hold no channel.
+// connecting client takes, and the gauge parked_now. Bookkeeping only: the
+// entries hold no channel.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
+#include "core/stats.hpp"
 #include "sock/upgrade/parked_channels.hpp"
 
 namespace vsock::sock::side_band {
@@ -44,6 +46,18 @@ TEST(ParkedChannels, BoundedPerPeerAddressAndInAll) {
     for (size_t i = 0; i < kMaxPerPeer && parked.size() < kMaxParked; ++i)
       parked.add(entry(v4(host, 80), false, true, 0));
   EXPECT_FALSE(parked.has_room(v4(200, 80)));
+}
+
+TEST(ParkedChannels, TheGaugeSaysHowManyAreParked) {
+  ParkedChannels parked(kMaxParked, kMaxPerPeer);
+  parked.add(entry(v4(1, 80), true, true, 0));
+  parked.add(entry(v4(1, 80), true, false, 0));
+  parked.add(entry(v4(2, 0), false, true, 0));
+  EXPECT_EQ(core::stat_get(core::Stat::parked_now), 3u);
+  parked.take_ready(v4(1, 80));
+  EXPECT_EQ(core::stat_get(core::Stat::parked_now), 2u);
+  parked.expire(ParkedChannels::kServerIdleMs);
+  EXPECT_EQ(core::stat_get(core::Stat::parked_now), 0u);
 }
 
 TEST(ParkedChannels, TheBoundsAreTheSettings) {

@@ -349,6 +349,7 @@ bool g_engine_failed = false;
 void forget_engine_in_child() {
   set_held_data_waker(nullptr, nullptr);
   if (g_engine != nullptr) g_engine->close_fds_in_child();
+  core::stat_set(core::Stat::parked_now, 0);  // the parent's parked channels are not the child's
   new (&g_engine_lock) std::mutex();
   g_engine = nullptr;
   g_engine_failed = false;

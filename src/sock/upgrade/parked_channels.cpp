@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/stats.hpp"
+
 namespace vsock::sock::side_band {
 
 bool same_address(const wire::FamilyEndpoint& a, const wire::FamilyEndpoint& b) {
@@ -22,7 +24,10 @@ bool ParkedChannels::has_room(const wire::FamilyEndpoint& peer) const {
   return same < max_per_peer_;
 }
 
-void ParkedChannels::add(std::unique_ptr<ParkedChannel> parked) { entries_.push_back(std::move(parked)); }
+void ParkedChannels::add(std::unique_ptr<ParkedChannel> parked) {
+  entries_.push_back(std::move(parked));
+  core::stat_set(core::Stat::parked_now, entries_.size());
+}
 
 std::unique_ptr<ParkedChannel> ParkedChannels::take_ready(const wire::FamilyEndpoint& server) {
   for (size_t i = 0; i < entries_.size(); ++i) {
@@ -35,6 +40,7 @@ std::unique_ptr<ParkedChannel> ParkedChannels::take_ready(const wire::FamilyEndp
 std::unique_ptr<ParkedChannel> ParkedChannels::take(size_t index) {
   std::unique_ptr<ParkedChannel> taken = std::move(entries_[index]);
   entries_.erase(entries_.begin() + static_cast<long>(index));
+  core::stat_set(core::Stat::parked_now, entries_.size());
   return taken;
 }
 
