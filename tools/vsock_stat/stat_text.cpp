@@ -44,6 +44,8 @@ void append_process(std::string& out, const ProcessStats& p, int64_t now_unix_ns
   out += format("  upgrades %llu of %llu attempted, %llu reset; on the kernel by reason:%s\n",
                 static_cast<unsigned long long>(t.upgrades_done), static_cast<unsigned long long>(t.upgrade_attempts),
                 static_cast<unsigned long long>(t.upgrade_resets), reasons.empty() ? " none" : reasons.c_str());
+  out += format("  parked channels %llu (kept for the next connection to the same peer)\n",
+                static_cast<unsigned long long>(counter_value(s, "parked_now")));
   out += format("  sockets %u", s.info.sockets_seen);
   if (s.rows.size() < s.info.sockets_seen) out += format(" (first %zu listed)", s.rows.size());
   out += "\n";
