@@ -90,7 +90,7 @@ namespace vsock::core {
   X(upgrade_attached)          \
   X(attach_refused)            \
   X(attach_failed)             \
-  X(parked_yielded)             \
+  X(parked_yielded)            \
   X(parked_now)
 
 enum class Stat : int {
