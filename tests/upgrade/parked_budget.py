@@ -23,7 +23,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from parked_peer import Echo, Server, one_connection, payload  # noqa: E402
+from parked_peer import Echo, Server, echo_on, one_connection, payload  # noqa: E402
 
 
 def serve(addr, ports):
@@ -33,17 +33,6 @@ def serve(addr, ports):
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print("READY", flush=True)
     servers[0].serve_forever()
-
-
-def echo_on(sock, data):
-    sock.sendall(data)
-    received = bytearray()
-    while len(received) < len(data):
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        received += chunk
-    return bytes(received) == data
 
 
 def held_phase(addr, port, size, conns):

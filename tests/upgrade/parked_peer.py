@@ -50,18 +50,23 @@ def serve(addr, port):
     server.serve_forever()
 
 
+def echo_on(sock, data):
+    """Writes data (from a thread) while reading it back; whether it came back whole."""
+    received = bytearray()
+    sender = threading.Thread(target=sock.sendall, args=(data,))
+    sender.start()
+    while len(received) < len(data):
+        chunk = sock.recv(65536)
+        if not chunk:
+            break
+        received += chunk
+    sender.join()
+    return bytes(received) == data
+
+
 def one_connection(addr, port, data):
     with socket.create_connection((addr, port), timeout=10) as sock:
-        received = bytearray()
-        sender = threading.Thread(target=sock.sendall, args=(data,))
-        sender.start()
-        while len(received) < len(data):
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            received += chunk
-        sender.join()
-        return bytes(received) == data
+        return echo_on(sock, data)
 
 
 def client(addr, port, size, phases):

@@ -42,7 +42,7 @@ trap cleanup EXIT
 problems=()
 
 # A free port: the restarted server must get the same one.
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("'"$addr"'", 0)); print(s.getsockname()[1])')
+port=$(ut_free_port "$addr")
 
 # start_server NAME ENV...: an echo server on $port.
 start_server() {

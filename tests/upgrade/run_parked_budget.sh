@@ -38,8 +38,7 @@ cleanup() {
 trap cleanup EXIT
 problems=()
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("'"$addr"'", 0)); print(s.getsockname()[1])'; }
-port_a=$(free_port) port_b=$(free_port)
+port_a=$(ut_free_port "$addr") port_b=$(ut_free_port "$addr")
 
 # run COLUMN ENV...: server and client; the client's output in
 # COLUMN.client.out. SERVER_VAR=VALUE goes to the server only, CLIENT_VAR=VALUE

@@ -94,6 +94,12 @@ ut_abs() {
   if [ -e "$1" ]; then realpath "$1"; else echo "$1"; fi
 }
 
+# ut_free_port ADDR: a TCP port free on ADDR now (for a server that must
+# listen on a port known beforehand).
+ut_free_port() {
+  python3 -c 'import socket, sys; s = socket.socket(); s.bind((sys.argv[1], 0)); print(s.getsockname()[1])' "$1"
+}
+
 # ut_clock: the monotonic clock in seconds, as the library's debug lines
 # show it ([s.ms]; /proc/uptime counts the same in a guest that was never
 # suspended, to 10 ms).

@@ -17,8 +17,6 @@ uint64_t random_nonce() {
 // Parked channels are a cache: when the memory budget or the locked-memory
 // limit refuses a new connection's channel, the oldest parked ones give
 // theirs back, one at a time, before the connection is left on TCP.
-static bool short_of_memory(int error) { return error == ENOMEM || error == ENOBUFS; }
-
 std::unique_ptr<StreamChannel> Engine::new_channel() {
   core::Result<StreamChannel> made = StreamChannel::create(device_, StreamConfig::from_settings(settings_));
   if (made) return std::make_unique<StreamChannel>(std::move(made.value()));

@@ -333,6 +333,8 @@ class Engine final : public UpgradeEngine {
   // (yield_parked_memory). new_channel() takes the engine's lock only for
   // that; the others are called under it.
   std::unique_ptr<StreamChannel> new_channel();
+  // ENOMEM (locked memory, ulimit -l) or ENOBUFS (memory_budget_mib).
+  static bool short_of_memory(int error) { return error == ENOMEM || error == ENOBUFS; }
   std::unique_ptr<StreamChannel> new_channel_locked();
   rdma::Status start_channel_locked(StreamChannel& channel, const rdma::RingDescriptor& peer_ring);
 

@@ -197,8 +197,7 @@ void Engine::finish_connect(StreamSocket* stream) {
       // The send buffer that mirrors the server's ring is registered now: a
       // shortage of ours (budget, locked memory) says nothing of the peer.
       if (rdma::Status started = start_channel_locked(*channel, accept.value().ring); !started) {
-        const bool short_here = started.error() == ENOMEM || started.error() == ENOBUFS;
-        event = short_here ? UpgradeEvent::kNoResources : UpgradeEvent::kCmRejected;
+        event = short_of_memory(started.error()) ? UpgradeEvent::kNoResources : UpgradeEvent::kCmRejected;
         break;
       }
       stream->connection() = connector.take_connection();
