@@ -2,26 +2,27 @@
 # run_server_shapes.sh SERVER_SHAPES PRELOAD [SHAPE...]
 #
 # The server shapes of issue 10 (tests/upgrade/server_shapes.c: pre-fork
-# workers, the same with an accept lock, daemon() after listen(), a fork
-# per connection, a listener closed after each accept, threads sharing a
-# listener, workers that each listen on one port with SO_REUSEPORT, the
-# same with every listener opened in the master before it forks (nginx's
-# `reuseport`; reuseport-respawn, not in the default list, also replaces
-# a worker and its listener; reuseport-closed, the master closes its
-# copies, then replaces a worker and its listener), and inetd's shape: accept, fork, exec a handler with the connection as its
+# workers, the same with an accept lock, daemon() after listen(), a fork per
+# connection (fork-late: 150 ms after each accept), a listener closed after
+# each accept, threads sharing a listener, workers that each listen on one
+# port with SO_REUSEPORT, the same with every listener opened in the master
+# before it forks (nginx's `reuseport`; reuseport-respawn, not in the
+# default list, also replaces a worker and its listener; reuseport-closed,
+# the master closes its copies, then replaces a worker and its listener),
+# and inetd's shape: accept, fork, exec a handler with the connection as its
 # stdin/stdout), each first without the library (the kernel's time per
 # connection), then with both ends preloaded. Each connection echoes
 # VSOCK_SHAPES_BYTES (default 1 MiB), checked byte for byte, over
 # VSOCK_SHAPES_CONNS (default 20) sequential connections. Preloaded, the
-# client's counters must show every connection upgraded and at least 90 %
-# of its bytes over RDMA, and the device's packet counter must have grown.
+# client's counters must show every connection upgraded and at least 90 % of
+# its bytes over RDMA, and the device's packet counter must have grown.
 # VSOCK_TEST_KEEP=1 keeps the logs (in $TMPDIR, default /tmp).
 source "$(dirname "$0")/upgrade_test_lib.sh"
 [ $# -ge 2 ] || { echo "usage: $0 SERVER_SHAPES PRELOAD [SHAPE...]"; exit 2; }
 bin=$(ut_abs "$1") preload=$(ut_abs "$2")
 shift 2
 shapes=("$@")
-[ ${#shapes[@]} -gt 0 ] || shapes=(prefork prefork-lock daemon fork-per-conn listen-once threads reuseport reuseport-master reuseport-closed inetd)
+[ ${#shapes[@]} -gt 0 ] || shapes=(prefork prefork-lock daemon fork-per-conn fork-late listen-once threads reuseport reuseport-master reuseport-closed inetd)
 addr=$(ut_address)
 # This test is about where the upgrade happens, not how fast: with two
 # guests booted side by side (ctest -j2) one rdma_cm round trip under TCG
@@ -87,7 +88,14 @@ run_shape() {
     "rdma_bytes_sent=${rdma:-0} tcp_bytes_sent=${tcp:-0} rxe_sent_pkts=$((sent1 - sent0))"
   echo "  client: $(ut_stats_summary "$work/$tag.client.stats") upgrade_redirects=$(ut_stat "$work/$tag.client.stats" upgrade_redirects)"
   echo "  server: $(ut_stats "$work/$tag.server.stats" upgrades_done rendezvous_claims fallback_declined fallback_timeout)"
-  [ "${done_:-0}" -eq "$conns" ] || ut_fail "$shape: ${done_:-0} of $conns connections upgraded"
+  # fork-late: the first connection comes before any fork, while the
+  # listener is its process's alone, so its request is matched there and
+  # the fork 150 ms later hands it back to TCP whenever the request came
+  # first (docs/compatibility.md). Every later one must upgrade: the
+  # parent's engine used to claim them itself after 50 ms.
+  local want=$conns
+  [ "$shape" = fork-late ] && want=$((conns - 1))
+  [ "${done_:-0}" -ge "$want" ] || ut_fail "$shape: ${done_:-0} of $conns connections upgraded"
   [ $((${rdma:-0} * 10)) -ge $(((${rdma:-0} + ${tcp:-0}) * 9)) ] || ut_fail "$shape: under 90 % of the bytes over RDMA"
   [ $((sent1 - sent0)) -gt 0 ] || ut_fail "$shape: the device sent no packets"
 }
@@ -97,4 +105,4 @@ for shape in "${shapes[@]}"; do
   run_shape "$shape" 0
   run_shape "$shape" 1
 done
-echo "PASS: every shape upgraded every connection"
+echo "PASS: every shape upgraded every connection (fork-late: all but at most its first)"

@@ -6,6 +6,7 @@
  *     prefork-lock N the same, accept() under a lock shared by the workers
  *     daemon         listen, daemon(), then accept and serve
  *     fork-per-conn  accept, fork a child that serves; the parent closes
+ *     fork-late      the same, 150 ms between each accept and its fork
  *     listen-once    listen, accept one connection, close the listener,
  *                    serve; again for the next connection
  *     threads N      N threads accept on one listener
@@ -324,11 +325,15 @@ static int run_server(const char* shape, const char* addr, const char* portfile,
     stop_workers();
     return 0;
   }
-  if (strcmp(shape, "fork-per-conn") == 0) {
+  if (strcmp(shape, "fork-per-conn") == 0 || strcmp(shape, "fork-late") == 0) {
+    /* fork-late: 150 ms between accept and fork, as a loaded host makes of
+     * any parent (longer than the library's claim window). */
+    const struct timespec late = {0, strcmp(shape, "fork-late") == 0 ? 150 * 1000 * 1000 : 0};
     signal(SIGCHLD, SIG_IGN);  /* no zombies */
     while (!stopping) {
       int fd = accept_one(listener);
       if (fd < 0) break;
+      if (late.tv_nsec > 0) nanosleep(&late, NULL);
       pid_t pid = fork();
       if (pid == 0) {
         close(listener);

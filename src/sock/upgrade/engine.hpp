@@ -82,7 +82,8 @@ constexpr int64_t kAdoptMs = 5000;
 constexpr int kAdoptPollMs = 10;
 // How long the listener's own process leaves a socket it accepted to be
 // claimed by first use (here or in a process it forks) before it claims
-// it itself.
+// it itself; and only once it has accepted another connection since
+// (Engine::claim_due).
 constexpr int64_t kClaimWindowMs = 50;
 // How often it looks at connections that hold back small writes (Nagle,
 // autocork) the application has not flushed: the kernel sends what Nagle
@@ -264,6 +265,9 @@ class Engine final : public UpgradeEngine {
   void dispatch(const rdma::CmEvent& event);
   void on_request(Listener& listener, const rdma::CmEvent& event);
   void add_accepted(Listener& listener, int fd, StreamSocket* stream, const SocketNames& names);
+  // The accepted socket is this process's to upgrade: bound to its early
+  // upgrade, refused for want of resources, or matched (add_accepted).
+  void upgrade_here(Listener& listener, int fd, StreamSocket* stream, const SocketNames& names);
   // The early upgrade answered for the connection `names` names, or end().
   std::vector<std::unique_ptr<EarlyUpgrade>>::iterator find_early(Listener& listener, const SocketNames& names);
   void accept_matched(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed,
@@ -414,9 +418,15 @@ class Engine final : public UpgradeEngine {
     StreamSocket* stream;
     int fd;
     int64_t since_ms;
-    uint64_t forks;  // fork_generation() at accept
+    uint64_t forks;    // fork_generation() at accept
+    uint64_t accepts;  // shared_accepts_ at accept
   };
   std::vector<Unclaimed> unclaimed_;
+  // Accepts from shared listeners in this process (on_accepted_shared): a
+  // socket is claimed without a use only once the process accepted another
+  // since (claim_unused).
+  uint64_t shared_accepts_ = 0;
+  bool claim_due(const Unclaimed& entry, int64_t now) const;
   bool take_claim_unforked(const Unclaimed& entry);
   void claim_locked(int fd, StreamSocket* stream);
   void claim_unused();

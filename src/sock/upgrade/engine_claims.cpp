@@ -30,11 +30,19 @@ Listener* Engine::rendezvous_listener() {
 
 void Engine::claim(int fd, StreamSocket* stream) {
   std::lock_guard<std::mutex> held(mu_);
+  // Used: no longer the engine's to claim (the fd table holds a reference).
+  for (auto it = unclaimed_.begin(); it != unclaimed_.end(); ++it) {
+    if (it->stream != stream) continue;
+    unclaimed_.erase(it);
+    stream->release();
+    break;
+  }
   claim_locked(fd, stream);
 }
 
 void Engine::on_accepted_shared(int fd, StreamSocket* stream) {
   std::lock_guard<std::mutex> held(mu_);
+  ++shared_accepts_;
   Listener* listener = listener_of(stream->rendezvous().get());
   if (listener == nullptr) return;  // another process's listener
   // Answered from the backlog before the listener became shared: that
@@ -52,8 +60,20 @@ void Engine::on_accepted_shared(int fd, StreamSocket* stream) {
     }
   }
   stream->retain();
-  unclaimed_.push_back(Unclaimed{stream, fd, core::monotonic_ms(), fork_generation()});
-  wake();
+  unclaimed_.push_back(Unclaimed{stream, fd, core::monotonic_ms(), fork_generation(), shared_accepts_});
+  // The sockets accepted before may be due for their claim now.
+  if (unclaimed_.size() > 1) wake();
+}
+
+// Whether the listener's process claims an unused socket itself: the
+// window passed and the process accepted another connection since. A
+// process that forks a child per connection accepts the next one only
+// after its fork, which hands the socket to the child; under load that
+// fork may come long after the window (CI saw it), and a claim before it
+// would leave the connection to a process that only closes it.
+// Under the engine's lock.
+bool Engine::claim_due(const Unclaimed& entry, int64_t now) const {
+  return now - entry.since_ms >= kClaimWindowMs && shared_accepts_ != entry.accepts;
 }
 
 // Under the engine's lock.
@@ -63,7 +83,7 @@ void Engine::claim_unused() {
     Unclaimed entry = unclaimed_[i];
     const bool settled = !entry.stream->awaiting_claim() || entry.stream->kernel_only() ||
                          entry.forks != fork_generation();  // used, gone, or maybe the other process's now
-    if (!settled && now - entry.since_ms < kClaimWindowMs) {
+    if (!settled && !claim_due(entry, now)) {
       ++i;
       continue;
     }
@@ -100,7 +120,7 @@ void Engine::claim_locked(int fd, StreamSocket* stream) {
   if (board->owner() != static_cast<uint32_t>(::getpid()) && !process_alive(board->owner())) adopt(board);
   if (Listener* owner = listener_of(board.get())) {
     // Ours: as if accept() had handed it over here.
-    add_accepted(*owner, fd, stream, names);
+    upgrade_here(*owner, fd, stream, names);
     return;
   }
   Listener* rendezvous = rendezvous_listener();

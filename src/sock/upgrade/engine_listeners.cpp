@@ -177,7 +177,11 @@ void Engine::on_accepted(uint64_t key, int fd, StreamSocket* stream) {
     stream->fall_back_now(FallbackReason::kDeclined, "listener does not upgrade");
     return;
   }
-  Listener& listener = *it->second;
+  upgrade_here(*it->second, fd, stream, names);
+}
+
+// Under the engine's lock.
+void Engine::upgrade_here(Listener& listener, int fd, StreamSocket* stream, const SocketNames& names) {
   stream->set_fd_hint(fd);
   auto early = find_early(listener, names);
   if (early != listener.early.end()) {
