@@ -92,7 +92,7 @@ run_shape() {
   # listener is its process's alone, so its request is matched there and
   # the fork 150 ms later hands it back to TCP whenever the request came
   # first (docs/compatibility.md). Every later one must upgrade: the
-  # parent's engine used to claim them itself after 50 ms.
+  # parent's engine used to claim them itself after 50 ms (now 250).
   local want=$conns
   [ "$shape" = fork-late ] && want=$((conns - 1))
   [ "${done_:-0}" -ge "$want" ] || ut_fail "$shape: ${done_:-0} of $conns connections upgraded"

@@ -229,10 +229,10 @@ int Engine::next_timeout_ms() {
   if (!adoptions_.empty()) soonest = std::min<int64_t>(soonest, now + kAdoptPollMs);
   if (int resolving = datagrams_.next_timeout_ms(); resolving >= 0)
     soonest = std::min<int64_t>(soonest, now + resolving);
-  // A socket whose process has accepted nothing since needs no timer: the
-  // next accept wakes the thread (on_accepted_shared).
+  // A socket whose process has accepted nothing since waits longer (the
+  // next accept wakes the thread: on_accepted_shared).
   for (const Unclaimed& entry : unclaimed_)
-    if (entry.accepts != shared_accepts_) soonest = std::min(soonest, entry.since_ms + kClaimWindowMs);
+    soonest = std::min(soonest, entry.since_ms + (entry.accepts != shared_accepts_ ? kClaimWindowMs : claim_alone_ms()));
   if (int64_t parked = parked_.next_expiry_ms(now); parked >= 0) soonest = std::min(soonest, now + parked);
   for (const Tracked& tracked : tracked_) {
     if (tracked.deadline_ms != 0) soonest = std::min(soonest, tracked.deadline_ms);

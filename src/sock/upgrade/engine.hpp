@@ -82,9 +82,11 @@ constexpr int64_t kAdoptMs = 5000;
 constexpr int kAdoptPollMs = 10;
 // How long the listener's own process leaves a socket it accepted to be
 // claimed by first use (here or in a process it forks) before it claims
-// it itself; and only once it has accepted another connection since
+// it itself, once it has accepted another connection since; without one,
+// kClaimAloneMs (at most half of upgrade_timeout_ms, the client's wait)
 // (Engine::claim_due).
 constexpr int64_t kClaimWindowMs = 50;
+constexpr int64_t kClaimAloneMs = 250;
 // How often it looks at connections that hold back small writes (Nagle,
 // autocork) the application has not flushed: the kernel sends what Nagle
 // held when the ACK comes; this is the bound on the extra delay here.
@@ -427,6 +429,7 @@ class Engine final : public UpgradeEngine {
   // since (claim_unused).
   uint64_t shared_accepts_ = 0;
   bool claim_due(const Unclaimed& entry, int64_t now) const;
+  int64_t claim_alone_ms() const;
   bool take_claim_unforked(const Unclaimed& entry);
   void claim_locked(int fd, StreamSocket* stream);
   void claim_unused();

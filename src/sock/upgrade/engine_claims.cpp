@@ -66,14 +66,22 @@ void Engine::on_accepted_shared(int fd, StreamSocket* stream) {
 }
 
 // Whether the listener's process claims an unused socket itself: the
-// window passed and the process accepted another connection since. A
-// process that forks a child per connection accepts the next one only
-// after its fork, which hands the socket to the child; under load that
-// fork may come long after the window (CI saw it), and a claim before it
-// would leave the connection to a process that only closes it.
-// Under the engine's lock.
+// window passed and the process accepted another connection since, or the
+// longer kClaimAloneMs passed. A process that forks a child per connection
+// accepts the next one only after its fork, which hands the socket to the
+// child; under load that fork came after the 50 ms window (CI saw it), and
+// a claim before it leaves the connection to a process that only closes
+// it. A process that accepts and then waits for something else (a child's
+// exit, a backend) before it uses the socket is served alone: its client
+// waits upgrade_timeout_ms for the upgrade, so the claim comes before
+// half of that. Under the engine's lock.
 bool Engine::claim_due(const Unclaimed& entry, int64_t now) const {
-  return now - entry.since_ms >= kClaimWindowMs && shared_accepts_ != entry.accepts;
+  const int64_t waited = now - entry.since_ms;
+  return waited >= kClaimWindowMs && (shared_accepts_ != entry.accepts || waited >= claim_alone_ms());
+}
+
+int64_t Engine::claim_alone_ms() const {
+  return std::max(kClaimWindowMs, std::min(kClaimAloneMs, int64_t{settings_.upgrade_timeout_ms} / 2));
 }
 
 // Under the engine's lock.

@@ -76,10 +76,10 @@ class UpgradeEngine {
   virtual void claim(int fd, StreamSocket* stream) = 0;
   // accept() here returned `fd` of a shared listener (it awaits its claim).
   // If this process owns the listener and nobody has used the socket
-  // within a short window, with no fork since and another accept since,
-  // this process claims it: a
-  // server that accepts and then waits (the client blocked in connect()
-  // waits for the upgrade) is served as if the listener were its alone.
+  // within a short window (longer unless it accepted another since), with
+  // no fork since, this process claims it: a server that accepts and then
+  // waits (the client blocked in connect() waits for the upgrade) is served
+  // as if the listener were its alone.
   virtual void on_accepted_shared(int fd, StreamSocket* stream) = 0;
 
   // Makes the side-band thread look at once (e.g. at the owner inbox a fork
