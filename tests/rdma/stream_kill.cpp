@@ -236,7 +236,7 @@ int main() {
     double detect = 0;
     if (run_scenario(device.value(), s, &detect) != 0) return 1;
   }
-  printf("%s: OK (liveness probe after %d ms idle; transport retries 6 x 67 ms ACK timeout)\n", kProgram,
+  printf("%s: OK (liveness probe after %d ms idle; transport retries 6 x 268 ms ACK timeout)\n", kProgram,
          vsock::sock::StreamChannel::kProbeIdleMs);
   return 0;
 }
