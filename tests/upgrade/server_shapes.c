@@ -327,7 +327,8 @@ static int run_server(const char* shape, const char* addr, const char* portfile,
   }
   if (strcmp(shape, "fork-per-conn") == 0 || strcmp(shape, "fork-late") == 0) {
     /* fork-late: 150 ms between accept and fork, as a loaded host makes of
-     * any parent (longer than the library's claim window). */
+     * any parent (longer than the 50 ms after which the library used to
+     * claim an unused socket for the parent). */
     const struct timespec late = {0, strcmp(shape, "fork-late") == 0 ? 150 * 1000 * 1000 : 0};
     signal(SIGCHLD, SIG_IGN);  /* no zombies */
     while (!stopping) {

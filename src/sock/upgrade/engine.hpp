@@ -82,9 +82,9 @@ constexpr int64_t kAdoptMs = 5000;
 constexpr int kAdoptPollMs = 10;
 // How long the listener's own process leaves a socket it accepted to be
 // claimed by first use (here or in a process it forks) before it claims
-// it itself, once it has accepted another connection since; without one,
-// kClaimAloneMs (at most half of upgrade_timeout_ms, the client's wait)
-// (Engine::claim_due).
+// it itself: kClaimWindowMs once it has accepted another connection since,
+// else kClaimAloneMs or half of upgrade_timeout_ms (the client's wait),
+// whichever is less (Engine::claim_due).
 constexpr int64_t kClaimWindowMs = 50;
 constexpr int64_t kClaimAloneMs = 250;
 // How often it looks at connections that hold back small writes (Nagle,
@@ -425,8 +425,8 @@ class Engine final : public UpgradeEngine {
   };
   std::vector<Unclaimed> unclaimed_;
   // Accepts from shared listeners in this process (on_accepted_shared): a
-  // socket is claimed without a use only once the process accepted another
-  // since (claim_unused).
+  // socket is claimed without a use sooner once the process accepted
+  // another since (claim_due).
   uint64_t shared_accepts_ = 0;
   bool claim_due(const Unclaimed& entry, int64_t now) const;
   int64_t claim_alone_ms() const;
