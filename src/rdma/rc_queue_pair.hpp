@@ -36,10 +36,10 @@ struct RcQpConfig {
   uint8_t min_rnr_timer = 12;      // 0.64 ms before the peer retries a send we had no receive for
   // ACK timeout: 4.096 us * 2^16 = 268 ms. Shorter (2^14 = 67 ms) retried
   // in vain whenever an ACK lagged: between two Soft-RoCE guests a run
-  // retransmitted 17,000-25,000 packets and a queue pair failed ("remote
-  // invalid request", rxe's retransmission) in half the runs; at 2^16,
-  // 700-2,000 and none in the 2 runs measured. Dead peers are noticed within
-  // (retry_cnt + 1) x 268 ms = 1.9 s of traffic.
+  // retransmitted 4,400-10,500 packets per host and a queue pair failed
+  // ("remote invalid request", rxe's retransmission) in 4 runs of 5; at
+  // 2^16, 690-2,060 and none in the 2 runs measured. Dead peers are
+  // noticed within (retry_cnt + 1) x 268 ms = 1.9 s of traffic.
   uint8_t timeout = 16;
   // Transport retries before a request fails with IBV_WC_RETRY_EXC_ERR: how a
   // dead peer is noticed. Not 7: Soft-RoCE (rxe) reads 7 as "retry forever",
