@@ -107,8 +107,16 @@ iperf_server() {  # MODE RUN: host a, one client run
   "${PRE[@]}" timeout 120 iperf3 -s -1 -B "$TH_SELF" -p "$port" \
     > "$TH_WORK/iperf-server-$mode-$run.out" 2>&1 &
   pid=$!
-  sleep 1
-  kill -0 "$pid" 2>/dev/null || ut_fail "iperf3 -s ($mode) did not start"
+  # Listening, not just started: under the library, opening the device
+  # comes first (a fixed 1 s wait here once let the client's connect be
+  # refused in CI). A probe would be its one client (-1): ss looks instead.
+  local t
+  for ((t = 0; t < 300; t++)); do
+    [ -n "$(ss -Hltn "sport = :$port" 2>/dev/null)" ] && break
+    kill -0 "$pid" 2>/dev/null || ut_fail "iperf3 -s ($mode) did not start"
+    sleep 0.1
+  done
+  [ "$t" -lt 300 ] || ut_fail "iperf3 -s ($mode) does not listen on port $port after 30 s"
   pair_mark "iperf-$mode-$run" "$port"
   ut_wait_pid "$pid" 120 || ut_fail "iperf3 -s ($mode, $run) exited with status $?"
 }
