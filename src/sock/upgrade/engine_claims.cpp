@@ -61,8 +61,9 @@ void Engine::on_accepted_shared(int fd, StreamSocket* stream) {
   }
   stream->retain();
   unclaimed_.push_back(Unclaimed{stream, fd, core::monotonic_ms(), fork_generation(), shared_accepts_});
-  // The sockets accepted before may be due for their claim now.
-  if (unclaimed_.size() > 1) wake();
+  // The thread keeps this socket's claim time, and those accepted before
+  // may be due now.
+  wake();
 }
 
 // Whether the listener's process claims an unused socket itself: the
