@@ -229,10 +229,8 @@ int Engine::next_timeout_ms() {
   if (!adoptions_.empty()) soonest = std::min<int64_t>(soonest, now + kAdoptPollMs);
   if (int resolving = datagrams_.next_timeout_ms(); resolving >= 0)
     soonest = std::min<int64_t>(soonest, now + resolving);
-  // A socket whose process has accepted nothing since waits longer (the
-  // next accept wakes the thread: on_accepted_shared).
-  for (const Unclaimed& entry : unclaimed_)
-    soonest = std::min(soonest, entry.since_ms + (entry.accepts != shared_accepts_ ? kClaimWindowMs : claim_alone_ms()));
+  // (The next accept wakes the thread: it may bring an entry's claim closer.)
+  for (const Unclaimed& entry : unclaimed_) soonest = std::min(soonest, claim_at_ms(entry));
   if (int64_t parked = parked_.next_expiry_ms(now); parked >= 0) soonest = std::min(soonest, now + parked);
   for (const Tracked& tracked : tracked_) {
     if (tracked.deadline_ms != 0) soonest = std::min(soonest, tracked.deadline_ms);
@@ -302,12 +300,7 @@ void Engine::drop_waiting_socket(StreamSocket* stream) {
 void Engine::on_closed(StreamSocket* stream, bool drain) {
   std::lock_guard<std::mutex> held(mu_);
   drop_waiting_socket(stream);
-  for (auto it = unclaimed_.begin(); it != unclaimed_.end(); ++it) {
-    if (it->stream != stream) continue;
-    unclaimed_.erase(it);
-    stream->release();
-    break;
-  }
+  forget_unclaimed(stream);
   if (!drain) {
     untrack(stream);
     return;

@@ -84,7 +84,7 @@ constexpr int kAdoptPollMs = 10;
 // claimed by first use (here or in a process it forks) before it claims
 // it itself: kClaimWindowMs once it has accepted another connection since,
 // else kClaimAloneMs or half of upgrade_timeout_ms (the client's wait),
-// whichever is less (Engine::claim_due).
+// whichever is less (Engine::claim_at_ms).
 constexpr int64_t kClaimWindowMs = 50;
 constexpr int64_t kClaimAloneMs = 250;
 // How often it looks at connections that hold back small writes (Nagle,
@@ -426,10 +426,12 @@ class Engine final : public UpgradeEngine {
   std::vector<Unclaimed> unclaimed_;
   // Accepts from shared listeners in this process (on_accepted_shared): a
   // socket is claimed without a use sooner once the process accepted
-  // another since (claim_due).
+  // another since (claim_at_ms).
   uint64_t shared_accepts_ = 0;
-  bool claim_due(const Unclaimed& entry, int64_t now) const;
-  int64_t claim_alone_ms() const;
+  // When the process claims the unused socket itself (claim_unused).
+  int64_t claim_at_ms(const Unclaimed& entry) const;
+  // Drops the socket's entry, if it has one: used or closed.
+  void forget_unclaimed(StreamSocket* stream);
   bool take_claim_unforked(const Unclaimed& entry);
   void claim_locked(int fd, StreamSocket* stream);
   void claim_unused();

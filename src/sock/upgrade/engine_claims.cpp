@@ -30,14 +30,18 @@ Listener* Engine::rendezvous_listener() {
 
 void Engine::claim(int fd, StreamSocket* stream) {
   std::lock_guard<std::mutex> held(mu_);
-  // Used: no longer the engine's to claim (the fd table holds a reference).
+  forget_unclaimed(stream);  // used: no longer the engine's to claim
+  claim_locked(fd, stream);
+}
+
+// Under the engine's lock. The fd table holds a reference of its own.
+void Engine::forget_unclaimed(StreamSocket* stream) {
   for (auto it = unclaimed_.begin(); it != unclaimed_.end(); ++it) {
     if (it->stream != stream) continue;
     unclaimed_.erase(it);
     stream->release();
-    break;
+    return;
   }
-  claim_locked(fd, stream);
 }
 
 void Engine::on_accepted_shared(int fd, StreamSocket* stream) {
@@ -66,23 +70,20 @@ void Engine::on_accepted_shared(int fd, StreamSocket* stream) {
   wake();
 }
 
-// Whether the listener's process claims an unused socket itself: the
-// window passed and the process accepted another connection since, or the
-// longer kClaimAloneMs passed. A process that forks a child per connection
-// accepts the next one only after its fork, which hands the socket to the
-// child; under load that fork came after the 50 ms window (CI saw it), and
-// a claim before it leaves the connection to a process that only closes
-// it. A process that accepts and then waits for something else (a child's
-// exit, a backend) before it uses the socket is served alone: its client
-// waits upgrade_timeout_ms for the upgrade, so the claim comes before
-// half of that. Under the engine's lock.
-bool Engine::claim_due(const Unclaimed& entry, int64_t now) const {
-  const int64_t waited = now - entry.since_ms;
-  return waited >= kClaimWindowMs && (shared_accepts_ != entry.accepts || waited >= claim_alone_ms());
-}
-
-int64_t Engine::claim_alone_ms() const {
-  return std::max(kClaimWindowMs, std::min(kClaimAloneMs, int64_t{settings_.upgrade_timeout_ms} / 2));
+// When the listener's process claims an unused socket itself: 50 ms after
+// its accept if the process accepted another connection since, else after
+// kClaimAloneMs or half of upgrade_timeout_ms, whichever is less. A process
+// that forks a child per connection accepts the next one only after its
+// fork, which hands the socket to the child; under load that fork came
+// after the 50 ms window (CI saw it), and a claim before it leaves the
+// connection to a process that only closes it. A process that accepts and
+// then waits for something else (a child's exit, a backend) before it uses
+// the socket is served alone: its client waits upgrade_timeout_ms for the
+// upgrade, so the claim comes before half of that. Under the engine's lock.
+int64_t Engine::claim_at_ms(const Unclaimed& entry) const {
+  if (entry.accepts != shared_accepts_) return entry.since_ms + kClaimWindowMs;
+  const int64_t half_wait = int64_t{settings_.upgrade_timeout_ms} / 2;
+  return entry.since_ms + std::max(kClaimWindowMs, std::min(kClaimAloneMs, half_wait));
 }
 
 // Under the engine's lock.
@@ -92,7 +93,7 @@ void Engine::claim_unused() {
     Unclaimed entry = unclaimed_[i];
     const bool settled = !entry.stream->awaiting_claim() || entry.stream->kernel_only() ||
                          entry.forks != fork_generation();  // used, gone, or maybe the other process's now
-    if (!settled && !claim_due(entry, now)) {
+    if (!settled && now < claim_at_ms(entry)) {
       ++i;
       continue;
     }
