@@ -6,6 +6,9 @@
 # Exit codes: 0 pass, 1 fail, 77 skipped (a program is not installed).
 # The *_device.sh scripts run inside the Soft-RoCE VM (tests/rxe/) on its
 # address and also run each program without the library (app_library off).
+# To look into a failure: VSOCK_APP_LOG_LEVEL=debug (the library's log
+# level, default info) and VSOCK_APP_WORKDIR=DIR (where the temp dir goes,
+# e.g. a directory the VM shares with the host) with VSOCK_TEST_KEEP=1.
 
 set -u
 export TMPDIR=${TMPDIR:-/tmp}
@@ -23,7 +26,7 @@ APP_WITH_LIBRARY=1
 APP_ENV=()
 app_library() {
   case $1 in
-    on) APP_WITH_LIBRARY=1; APP_ENV=(env LD_PRELOAD="$VSOCK_PRELOAD" VSOCK_STATS=1 VSOCK_LOG_LEVEL=info) ;;
+    on) APP_WITH_LIBRARY=1; APP_ENV=(env LD_PRELOAD="$VSOCK_PRELOAD" VSOCK_STATS=1 VSOCK_LOG_LEVEL=${VSOCK_APP_LOG_LEVEL:-info}) ;;
     off) APP_WITH_LIBRARY=0; APP_ENV=(env -u LD_PRELOAD -u VSOCK_STATS) ;;
     *) app_fail "usage: app_library on|off" ;;
   esac
@@ -138,7 +141,7 @@ app_init() {
   done
   unset VSOCK_LOG_FILE
   app_library on
-  APP_WORK=$(mktemp -d "/tmp/vsock-app-$1.XXXXXX") || app_fail "mktemp failed"
+  APP_WORK=$(mktemp -d "${VSOCK_APP_WORKDIR:-/tmp}/vsock-app-$1.XXXXXX") || app_fail "mktemp failed"
   trap app_on_exit EXIT
   trap 'exit 130' INT TERM
 }
