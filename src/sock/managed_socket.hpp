@@ -85,8 +85,9 @@ class ManagedSocket {
   static constexpr int kMaxWakeFds = 3;
   virtual int wake_fds(int fd, short events, pollfd* out, int* slice_ms) = 0;
   // Changes whenever something may have become newly ready: edge-triggered
-  // epoll reports a ready socket again after it changed.
-  virtual uint64_t activity() = 0;
+  // epoll reports a ready socket again after it changed. `fd` is the
+  // socket's fd in the caller's table (looked at for the kernel's news).
+  virtual uint64_t activity(int fd) = 0;
 
   // fcntl(F_SETFL) / ioctl(FIONBIO), or setsockopt(SO_RCVTIMEO /
   // SO_SNDTIMEO), went through on an fd of the socket: cached copies are

@@ -13,7 +13,7 @@ import struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "corpus")
 # The protocol version every message carries (src/sock/wire/protocol.hpp).
-VERSION = 3
+VERSION = 4
 
 
 def ip4(text):
@@ -68,8 +68,8 @@ def switch(nonce, tcp_bytes, address, rkey, capacity):
     return b"VSKS" + bytes([VERSION, 0, 0, 0]) + struct.pack(">QQ", nonce, tcp_bytes) + ring(address, rkey, capacity)
 
 
-def bound(nonce, token=bytes(range(0xf0, 0x100))):
-    return b"VSKB" + bytes([VERSION, 0, 0, 0]) + struct.pack(">Q", nonce) + token
+def bound(nonce, token=bytes(range(0xf0, 0x100)), tcp_read=0):
+    return b"VSKB" + bytes([VERSION, 0, 0, 0]) + struct.pack(">Q", nonce) + token + struct.pack(">Q", tcp_read)
 
 
 def revert(nonce, ring_written, ring_consumed):
@@ -214,6 +214,7 @@ SEEDS = {
     },
     "fuzz_bound_message": {
         "bound": bound(0x1122334455667788),
+        "bound_count": bound(0x1122334455667788, tcp_read=0x10203),
         "padded_recv": bound(9) + bytes(48),
         "switch_magic": b"VSKS" + bound(1)[4:],
     },

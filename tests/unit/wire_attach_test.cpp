@@ -40,7 +40,7 @@ UpgradeAccept sample_accept() {
 TEST(ParkMessage, LayoutMatchesTheDocument) {
   Bytes out(kParkMessageSize);
   encode_park(out.data());
-  EXPECT_EQ(out, (Bytes{'V', 'S', 'K', 'P', 3, 0, 0, 0}));
+  EXPECT_EQ(out, (Bytes{'V', 'S', 'K', 'P', 4, 0, 0, 0}));
   EXPECT_TRUE(parse_park(out.data(), out.size()).has_value());
   EXPECT_EQ(parked_message_kind(out.data(), out.size()), ParkedMessageKind::kPark);
 }

@@ -129,7 +129,7 @@ TEST(DatagramHeader, LayoutMatchesTheDocument) {
   DatagramHeader h = sample_data();
   h.flags = 0;
   const Bytes want = {
-      'V',  'S',  'K',  'D',  3,    1,    0,    0,     // magic, version, type DATA, flags, reserved
+      'V',  'S',  'K',  'D',  4,    1,    0,    0,     // magic, version, type DATA, flags, reserved
       0x12, 0x34, 0x56, 0x78,                          // source port, destination port
       0x9A, 0xBC, 0xDE, 0xF0,                          // datagram id
       0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,  // destination cookie
@@ -323,7 +323,7 @@ TEST(DatagramHeader, RejectsUnreachAndRevokeWithoutTheirFields) {
 
 TEST(DatagramHeader, AnnounceLayoutMatchesTheDocument) {
   const Bytes want = {
-      'V',  'S',  'K',  'D',  3,    4,    0,    0,     // magic, version, type ANNOUNCE, flags, reserved
+      'V',  'S',  'K',  'D',  4,    4,    0,    0,     // magic, version, type ANNOUNCE, flags, reserved
       0x9C, 0x40, 0x14, 0x51,                          // source port 40000, destination port 5201
       0,    0,    0,    0,                             // datagram id 0
       0,    0,    0,    0,    0,    0,    0,    0x10,  // destination cookie

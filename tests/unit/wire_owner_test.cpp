@@ -24,7 +24,7 @@ Bytes encoded(uint64_t nonce) {
 
 TEST(OwnerRequest, LayoutMatchesTheDocument) {
   const Bytes want = {
-      'V', 'S', 'K', 'O', 3, 0, 0, 0,                  // magic, version, reserved
+      'V', 'S', 'K', 'O', 4, 0, 0, 0,                  // magic, version, reserved
       0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,  // the connection's nonce
   };
   EXPECT_EQ(encoded(0x1122334455667788), want);

@@ -31,7 +31,7 @@ RejectMessage redirect_sample() {
 
 TEST(RejectMessage, LayoutMatchesTheDocument) {
   const Bytes want = {
-      'V', 'S', 'K', 'J', 3, 0, 0, 0,                  // magic, version, reserved
+      'V', 'S', 'K', 'J', 4, 0, 0, 0,                  // magic, version, reserved
       0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,  // nonce
       3, 0, 0xA1, 0xB2,                                // reason, reserved, port
   };

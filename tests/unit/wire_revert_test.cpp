@@ -32,7 +32,7 @@ Bytes encoded(const RevertMessage& m) {
 
 TEST(RevertMessage, LayoutMatchesTheDocument) {
   const Bytes want = {
-      'V', 'S', 'K', 'R', 3, 0, 0, 0,                  // magic, version, reserved
+      'V', 'S', 'K', 'R', 4, 0, 0, 0,                  // magic, version, reserved
       0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,  // nonce
       0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02,  // bytes written into the peer's ring
       0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0x00, 0x04,  // bytes of the peer's ring consumed

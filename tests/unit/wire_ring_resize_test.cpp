@@ -47,7 +47,7 @@ Bytes encoded(const RingMovedMessage& m) {
 
 TEST(RingGrowMessage, LayoutMatchesTheDocument) {
   const Bytes want = {
-      'V', 'S', 'K', 'G', 3, 0, 0, 0,                  // magic, version, reserved
+      'V', 'S', 'K', 'G', 4, 0, 0, 0,                  // magic, version, reserved
       0x00, 0x00, 0x7f, 0x00, 0x12, 0x34, 0x00, 0x00,  // ring address
       0xde, 0xad, 0xbe, 0xef,                          // rkey
       0x00, 0x10, 0x00, 0x00,                          // capacity
@@ -104,12 +104,12 @@ TEST(RingGrowMessage, RejectsARingRemoteRingWouldRefuse) {
 
 TEST(RingMovedMessage, LayoutMatchesTheDocument) {
   const Bytes want = {
-      'V', 'S', 'K', 'M', 3, 0x01, 0, 0,               // magic, version, flags (accepted), reserved
+      'V', 'S', 'K', 'M', 4, 0x01, 0, 0,               // magic, version, flags (accepted), reserved
       0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02,  // position
   };
   ASSERT_EQ(want.size(), kRingMovedMessageSize);
   EXPECT_EQ(encoded(sample_moved()), want);
-  const Bytes refusal = {'V', 'S', 'K', 'M', 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  const Bytes refusal = {'V', 'S', 'K', 'M', 4, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   EXPECT_EQ(encoded(RingMovedMessage{}), refusal);
 }
 

@@ -113,7 +113,7 @@ TEST(UpgradeRequest, LayoutMatchesTheDocument) {
   r.flags = 0x0102;
   const Bytes want = {
       'V', 'S', 'K', '1',                                      // magic
-      3,                                                       // version
+      4,                                                       // version
       4,                                                       // family
       0x01, 0x02,                                              // flags
       0x9c, 0x40,                                              // client port 40000
@@ -176,7 +176,8 @@ TEST(UpgradeRequest, RejectsBadMagicAndVersion) {
   Bytes switch_magic = good;
   switch_magic[3] = 'S';  // a Switch message is not a request
   EXPECT_EQ(request_error(switch_magic), EPROTO);
-  for (uint8_t version : {0, 1, 2, 4, 255}) {  // 1: before the token; 2: immediates carried lengths
+  // 1: before the token; 2: immediates carried lengths; 3: Bound had no count
+  for (uint8_t version : {0, 1, 2, 3, 5, 255}) {
     Bytes bad = good;
     bad[4] = version;
     EXPECT_EQ(request_error(bad), EPROTO) << int(version);
@@ -373,7 +374,7 @@ TEST(Endpoint, ReadsUnalignedSockaddrs) {
 
 TEST(UpgradeAccept, LayoutMatchesTheDocument) {
   const Bytes want = {
-      'V', 'S', 'K', '1', 3, 0, 0, 0,                  // magic, version, reserved
+      'V', 'S', 'K', '1', 4, 0, 0, 0,                  // magic, version, reserved
       0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,  // nonce
       0x00, 0x00, 0x7f, 0x00, 0x12, 0x34, 0x00, 0x00,  // ring address
       0xde, 0xad, 0xbe, 0xef,                          // rkey
@@ -466,7 +467,7 @@ TEST(UpgradeAccept, ValidatesTheRingLikeRemoteRing) {
 
 TEST(SwitchMessage, LayoutMatchesTheDocument) {
   const Bytes want = {
-      'V', 'S', 'K', 'S', 3, 0, 0, 0,                  // magic, version, reserved
+      'V', 'S', 'K', 'S', 4, 0, 0, 0,                  // magic, version, reserved
       0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88,  // nonce
       0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x02,  // bytes written on TCP
       0x00, 0x00, 0x7f, 0x00, 0x56, 0x78, 0x00, 0x00,  // ring address

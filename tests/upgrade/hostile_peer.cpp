@@ -2,7 +2,7 @@
 // hostile_peer ADDR PORT forge VICTIM_PORT COUNT
 //
 // A peer that upgrades a TCP connection by hand (docs/protocol.md §1-2,
-// version 2: the UpgradeRequest, the server's UpgradeAccept and Bound, our
+// version 4: the UpgradeRequest, the server's UpgradeAccept and Bound, our
 // Switch, the Bound's token on TCP right after our TCP part once the Switch
 // completed, and the server's Switch), with librdmacm and libibverbs linked
 // directly (not preloaded), against a server running under libvsock
@@ -76,7 +76,7 @@ namespace {
 // Immediates: type:2 | value:30, network order on the wire.
 constexpr uint32_t kData = 0u << 30, kCredit = 1u << 30, kControl = 2u << 30, kReserved = 3u << 30;
 // DATA carries the stream position its write ends at, CREDIT the position
-// consumed to: their low 30 bits (protocol version 3).
+// consumed to: their low 30 bits (protocol version 3 on).
 constexpr uint32_t kPositionMask = (1u << 30) - 1;
 uint32_t pos(uint64_t position) { return uint32_t(position) & kPositionMask; }
 constexpr uint32_t kFin = 1;
@@ -84,9 +84,9 @@ constexpr uint32_t kMessageSlot = 64;  // the library's receive buffer
 constexpr int kRecvSlots = 512;
 constexpr int kSendDepth = 256;
 constexpr uint64_t kRecvTag = uint64_t{1} << 63;
-constexpr uint8_t kVersion = 3;  // docs/protocol.md
+constexpr uint8_t kVersion = 4;  // docs/protocol.md
 constexpr size_t kTokenSize = 16;
-constexpr size_t kBoundSize = 16 + kTokenSize;
+constexpr size_t kBoundSize = 16 + kTokenSize + 8;  // header, token, the server's TCP count
 
 void put16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8), p[1] = uint8_t(v); }
 void put32(uint8_t* p, uint32_t v) {
@@ -374,18 +374,36 @@ void register_source(Peer& p) {
   if (!p.src_mr) die("ibv_reg_mr (source)");
 }
 
-// The server's Bound (32 bytes in version 2): keeps its token.
+// The server's Bound (40 bytes in version 4): keeps its token.
 bool take_bound(Peer& p, double ms) {
   if (!poll_until(p, ms, [&] { return !p.messages.empty(); })) return false;
   std::vector<uint8_t> m = p.messages.front();
   p.messages.erase(p.messages.begin());
   if (m.size() < kBoundSize || memcmp(m.data(), "VSKB", 4) != 0 || m[4] != kVersion || m[5] || m[6] || m[7] ||
       get64(m.data() + 8) != p.nonce) {
-    printf("FAIL: the server's first message (%zu bytes) is not a version-2 Bound\n", m.size());
+    printf("FAIL: the server's first message (%zu bytes) is not a version-4 Bound\n", m.size());
     exit(1);
   }
   memcpy(p.token, m.data() + 16, kTokenSize);
   return true;
+}
+
+// A later Bound of the server's (version 4) whose count is `count`: the
+// server's application has read our `count` TCP bytes, and we may switch
+// there (protocol.md §2, "Where the client switches"). Bounds with a lower
+// count come first, perhaps.
+bool take_bound_at(Peer& p, uint64_t count, double ms) {
+  for (;;) {
+    if (!poll_until(p, ms, [&] { return !p.messages.empty(); })) return false;
+    std::vector<uint8_t> m = p.messages.front();
+    p.messages.erase(p.messages.begin());
+    if (m.size() < kBoundSize || memcmp(m.data(), "VSKB", 4) != 0 || get64(m.data() + 8) != p.nonce ||
+        memcmp(m.data() + 16, p.token, kTokenSize) != 0)
+      return false;
+    const uint64_t theirs = get64(m.data() + 16 + kTokenSize);
+    if (theirs == count) return true;
+    if (theirs > count) return false;
+  }
 }
 
 // Our Switch (tcp_bytes = count), and its completion: only then may the
@@ -577,12 +595,16 @@ bool server_answered(const Peer& p) { return !p.messages.empty() || p.data_in > 
 
 // The token modes (protocol.md §2, "Who may switch"), on our own
 // connection: the command line goes on TCP before our Switch, whose count
-// is then the line's length; the server's application reads it there and
-// answers "ok" on TCP (the server's Switch waits for our token).
+// is then the line's length, once the server's Bound says it read the line
+// there; it answers "ok" on TCP (the server's Switch waits for our token).
 bool token_mode(Peer& p, const char* addr, int port, const std::string& mode) {
   connect_and_bind(p, addr, port);
   const std::string line = "read " + mode + "\n";
   send_tcp(p, line.data(), line.size());
+  if (!take_bound_at(p, line.size(), 5000)) {
+    printf("FAIL: %s: no Bound at our %zu TCP bytes from the server\n", mode.c_str(), line.size());
+    return false;
+  }
   send_switch(p, line.size());
   if (mode == "token-after-tcp") {
     // The right token right after the TCP part: the switch goes on.

@@ -3,8 +3,9 @@
 // Sends hostile rdma_cm connect requests (RDMA_PS_TCP) to PORT on ADDR, where
 // a TCP server runs under libvsock, whose library listens there for upgrade
 // requests (docs/protocol.md section 1). Each request's private data is one
-// of: nothing, random bytes, zeros, the right magic with a wrong version (1,
-// the version before the token, and 3), a truncated request, a bad family, nonzero padding in an IPv4 address, and a
+// of: nothing, random bytes, zeros, the right magic with an older version
+// (1, before the token; 2, before positions; 3, before Bound's count), a
+// truncated request, a bad family, nonzero padding in an IPv4 address, and a
 // well-formed request naming a TCP connection that does not exist. Every
 // request must be rejected, unreachable or unanswered within BOUND_MS
 // (default 3000); none may be accepted. The caller then checks that the
@@ -46,9 +47,9 @@ void put16(uint8_t* p, uint16_t v) {
   p[1] = static_cast<uint8_t>(v);
 }
 
-constexpr uint8_t kVersion = 3;  // docs/protocol.md
+constexpr uint8_t kVersion = 4;  // docs/protocol.md
 
-// A well-formed version-2 IPv4 UpgradeRequest, by hand from docs/protocol.md.
+// A well-formed version-4 IPv4 UpgradeRequest, by hand from docs/protocol.md.
 std::vector<uint8_t> well_formed(in_addr client_ip, uint16_t client_port, in_addr server_ip, uint16_t server_port) {
   std::vector<uint8_t> d(kRequestSize, 0);
   memcpy(&d[0], "VSK1", 4);
@@ -80,6 +81,9 @@ std::vector<Case> hostile_cases(in_addr ip, uint16_t port) {
   v = well_formed(ip, absent_port, ip, port);
   v[4] = 2;  // the version before positions
   cases.push_back({"right magic, version 2", v});
+  v = well_formed(ip, absent_port, ip, port);
+  v[4] = 3;  // the version before Bound's count
+  cases.push_back({"right magic, version 3", v});
   v = well_formed(ip, absent_port, ip, port);
   v.resize(20);
   cases.push_back({"truncated to 20 bytes", v});

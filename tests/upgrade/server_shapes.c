@@ -7,6 +7,8 @@
  *     daemon         listen, daemon(), then accept and serve
  *     fork-per-conn  accept, fork a child that serves; the parent closes
  *     fork-late      the same, 150 ms between each accept and its fork
+ *     fork-slow      the same, 400 ms: longer than the library waits before
+ *                    the parent's engine claims an unused socket itself
  *     listen-once    listen, accept one connection, close the listener,
  *                    serve; again for the next connection
  *     threads N      N threads accept on one listener
@@ -325,11 +327,15 @@ static int run_server(const char* shape, const char* addr, const char* portfile,
     stop_workers();
     return 0;
   }
-  if (strcmp(shape, "fork-per-conn") == 0 || strcmp(shape, "fork-late") == 0) {
+  if (strcmp(shape, "fork-per-conn") == 0 || strcmp(shape, "fork-late") == 0 || strcmp(shape, "fork-slow") == 0) {
     /* fork-late: 150 ms between accept and fork, as a loaded host makes of
      * any parent (longer than the 50 ms after which the library used to
-     * claim an unused socket for the parent). */
-    const struct timespec late = {0, strcmp(shape, "fork-late") == 0 ? 150 * 1000 * 1000 : 0};
+     * claim an unused socket for the parent). fork-slow: 400 ms, after the
+     * parent's claim (250 ms at most): the client's bytes must still come
+     * through whole (the client once switched behind bytes the parent had
+     * not read, and the child's first use reset the connection). */
+    long late_ms = strcmp(shape, "fork-late") == 0 ? 150 : strcmp(shape, "fork-slow") == 0 ? 400 : 0;
+    const struct timespec late = {0, late_ms * 1000 * 1000};
     signal(SIGCHLD, SIG_IGN);  /* no zombies */
     while (!stopping) {
       int fd = accept_one(listener);

@@ -127,7 +127,7 @@ class DatagramSocket final : public ManagedSocket {
   bool take_so_error(int fd, int* error) override;
   short poll_events(int fd, short events, Look look) override;
   int wake_fds(int fd, short events, pollfd* out, int* slice_ms) override;
-  uint64_t activity() override { return activity_.load(std::memory_order_acquire); }
+  uint64_t activity(int /*fd*/) override { return activity_.load(std::memory_order_acquire); }
   void file_flags_changed() override { blocking_.file_flags_changed(); }
   void timeouts_changed() override { blocking_.timeouts_changed(); }
 

@@ -272,6 +272,8 @@ class StreamChannel {
   // write() took that are not posted yet.
   uint64_t ring_written() const { return remote_.index().tail(); }
   uint64_t unposted_bytes() const { return staged_; }
+  bool aborted() const { return aborted_; }
+  bool close_requested() const { return close_requested_; }
   // Bytes of our own ring the application consumed in all.
   uint64_t ring_consumed() const { return ring_.index().head(); }
   // Bytes the peer's DATA put into our ring in all (consumed or not).

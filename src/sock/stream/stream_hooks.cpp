@@ -200,16 +200,15 @@ void on_accepted(int fd, SocketState* listener, SocketState* accepted) {
   auto* stream = new (std::nothrow) StreamSocket(UpgradeRole::kServer, 0);
   if (stream == nullptr || !attach(accepted, stream)) return;
   copy_kernel_options(fd, stream);
-  // Another process may serve this connection: the first that uses it
-  // claims it (DESIGN decision 2, revised). Only one process has used the
-  // listener so far: this one serves it, as it always did.
+  // Another process may serve this connection (after a fork, now or
+  // later): the first that uses it claims it (DESIGN decision 2, revised),
+  // and only then does the client switch (its Bound goes out).
   std::shared_ptr<RendezvousBoard> board = listener_board(listener);
-  if (board && board->shared()) {
+  if (board) {
     stream->await_claim(std::move(board));
-    engine->on_accepted_shared(fd, stream);
+    engine->on_accepted_unclaimed(fd, stream);
     return;
   }
-  stream->note_rendezvous(std::move(board));
   engine->on_accepted(key, fd, stream);
 }
 

@@ -190,11 +190,15 @@ void StreamSocket::send_switch() {
 void StreamSocket::send_bound() {
   wire::BoundMessage message;
   message.nonce = nonce_;
-  // The token (§2): random, and never all zero (the unset value).
-  while (::getrandom(token_, sizeof token_, 0) != static_cast<ssize_t>(sizeof token_) ||
-         std::all_of(token_, token_ + sizeof token_, [](uint8_t b) { return b == 0; })) {
+  // The token (§2): random, never all zero (the unset value), the same in
+  // every Bound of the connection.
+  auto unset = [this] { return std::all_of(token_, token_ + sizeof token_, [](uint8_t b) { return b == 0; }); };
+  while (unset() && ::getrandom(token_, sizeof token_, 0) != static_cast<ssize_t>(sizeof token_)) {
   }
   std::memcpy(message.token, token_, sizeof token_);
+  message.tcp_read = reader_.tcp_read();
+  bound_count_ = message.tcp_read;
+  bound_sent_ms_ = core::monotonic_ms();
   uint8_t bytes[wire::kBoundMessageSize];
   wire::encode(message, bytes);
   // From here on the token may come on TCP (once our peer's Switch is in
@@ -227,11 +231,7 @@ void StreamSocket::take_peer_switch(const uint8_t* bytes, size_t length) {
     return;
   }
   if (upgrade_.role() == UpgradeRole::kClient && !upgrade_.switch_sent()) {
-    // The server's first message: Bound.
-    core::Result<wire::BoundMessage> bound = wire::parse_bound_message(bytes, length);
-    bool ok = bound && bound.value().nonce == nonce_;
-    if (ok) std::memcpy(token_, bound.value().token, sizeof token_);
-    apply(upgrade_.on(ok ? UpgradeEvent::kBoundReceived : UpgradeEvent::kProtocolError));
+    take_bound(bytes, length);  // the server's messages before our Switch
     return;
   }
   // The server, before the client's token proved the queue pair's peer to
@@ -267,6 +267,41 @@ void StreamSocket::take_peer_switch(const uint8_t* bytes, size_t length) {
   apply(upgrade_.on(UpgradeEvent::kSwitchReceived));
 }
 
+void StreamSocket::take_bound(const uint8_t* bytes, size_t length) {
+  core::Result<wire::BoundMessage> bound = wire::parse_bound_message(bytes, length);
+  // A count beyond what we wrote, or another token than the first Bound's:
+  // the server broke the protocol.
+  const bool ok = bound && bound.value().nonce == nonce_ && bound.value().tcp_read <= writer_.tcp_written() &&
+                  (!bound_seen_ || std::memcmp(token_, bound.value().token, sizeof token_) == 0);
+  if (!ok) {
+    apply(upgrade_.on(UpgradeEvent::kProtocolError));
+    return;
+  }
+  std::memcpy(token_, bound.value().token, sizeof token_);
+  bound_seen_ = true;
+  if (bound.value().tcp_read < writer_.tcp_written()) {
+    // The server has not read all we wrote on TCP yet. Switching here
+    // would put our token behind bytes it has not read, and a process it
+    // hands the socket to would read the token as data (§2). Our writes
+    // wait a little for it to catch up; it sends Bound again when it has.
+    // (Not after an urgent byte of ours: it never will.)
+    bound_behind_ = !urgent_on_tcp_;
+    if (bound_behind_) write_hold_until_ms_ = core::monotonic_ms() + kCatchUpHoldMs;
+    return;
+  }
+  bound_behind_ = false;
+  apply(upgrade_.on(UpgradeEvent::kBoundReceived));
+}
+
+void StreamSocket::offer_switch_point_locked(int fd) {
+  if (fd < 0 || kernel_only() || !channel_ || upgrade_.role() != UpgradeRole::kServer || !token_guard_ ||
+      reader_.switch_known() || reader_.tcp_ended() || reader_.tcp_read() == bound_count_)
+    return;
+  int waiting = 0;
+  if (sys::real().ioctl(fd, FIONREAD, &waiting) != 0 || waiting != 0) return;
+  send_bound();
+}
+
 bool StreamSocket::peer_never_switched() const {
   // Our direction switched (committed), the peer's did not: a queue pair
   // that fails now takes none of the peer's bytes with it.
@@ -279,7 +314,16 @@ bool StreamSocket::peer_closed_ring() const {
 }
 
 bool StreamSocket::writes_to_kernel() const {
-  return kernel_only() || writer_.tcp_allowed() || (!write_shut_ && peer_closed_ring());
+  return kernel_only() || writer_.tcp_allowed() || (!write_shut_ && (peer_closed_ring() || peer_gone_unswitched()));
+}
+
+bool StreamSocket::peer_gone_unswitched() const {
+  // E.g. the server closed while our Switch was on its way (its Bound had
+  // just come): TCP is the whole connection, as it was, and the kernel
+  // answers our writes as it answers a write to a closed peer. Not once a
+  // byte of ours went into the ring: those are lost, the connection with them.
+  return channel_ && channel_->error() != 0 && peer_never_switched() && !peer_reverted_ && !revert_posted_ &&
+         error_ == 0 && !kernel_only() && channel_->ring_written() == 0 && channel_->unposted_bytes() == 0;
 }
 
 void StreamSocket::advance() {
@@ -440,8 +484,11 @@ bool StreamSocket::switch_may_come() const {
 bool StreamSocket::upgrade_settled() const {
   if (kernel_only() || asked_for_first_write_) return true;
   if (upgrade_.phase() == UpgradePhase::kConnecting) return false;
-  // The side-band thread takes the promised Bound and sends our Switch.
-  return !bound_promised_ || upgrade_.phase() != UpgradePhase::kEstablished || upgrade_.switch_sent();
+  // The side-band thread takes the promised Bound and sends our Switch;
+  // after a Bound behind our TCP bytes, the next one, once the server has
+  // caught up (take_bound).
+  return (!bound_promised_ && !bound_behind_) || upgrade_.phase() != UpgradePhase::kEstablished ||
+         upgrade_.switch_sent();
 }
 
 void StreamSocket::wait_settled(int timeout_ms) {
@@ -481,6 +528,17 @@ bool StreamSocket::on_last_close() {
   std::unique_lock<std::mutex> held = lock_call();
   closing_ = true;
   if (kernel_only()) return false;
+  if (switch_may_be_coming_locked()) {
+    // The server, a Bound just sent: the client may be switching now, its
+    // token on its way on TCP. The kernel's close would reset the
+    // connection on that token (unread data), so the engine finishes the
+    // close (close_finished): as a switched connection if the Switch and
+    // its token come within kSwitchAfterCloseMs of that Bound, else as the
+    // kernel would. Our dup keeps the socket open meanwhile.
+    write_shut_ = true;
+    if (close_fd_ < 0) close_fd_ = dup_own_fd();
+    if (close_fd_ >= 0) return true;
+  }
   if (!upgrade_.committed() || !channel_) {
     // Nothing of ours can be in a ring: the kernel's close is the whole story.
     // An upgrade still under way ends here: counted as the peer counts our
@@ -585,14 +643,36 @@ bool StreamSocket::flush_locked(std::unique_lock<std::mutex>& held, int timeout_
   }
 }
 
+bool StreamSocket::switch_may_be_coming_locked() const {
+  return upgrade_.role() == UpgradeRole::kServer && token_guard_ && !upgrade_.committed() && channel_ &&
+         channel_->error() == 0 && core::monotonic_ms() - bound_sent_ms_ < kSwitchAfterCloseMs;
+}
+
 bool StreamSocket::close_finished() {
   std::unique_lock<std::mutex> held = lock_call();
   if (kernel_only() || !channel_) return drop_close_fd_locked();
   progress_locked();
+  if (!kernel_only() && upgrade_.role() == UpgradeRole::kServer && !upgrade_.committed()) {
+    // Closed while the client's Switch could be coming (on_last_close).
+    if (switch_may_be_coming_locked()) return false;
+    VSOCK_LOG(kDebug, "fd %d: closed; no Switch came after our Bound: the kernel's close", fd_hint_);
+    count_fallback(FallbackReason::kPeerClosed);
+    upgrade_.on(UpgradeEvent::kDeclined);
+    become_kernel_only();
+    return drop_close_fd_locked();
+  }
+  if (!kernel_only() && closing_ && channel_ && channel_->readable_bytes() > 0 && close_fd_ >= 0 &&
+      !channel_->aborted()) {
+    // The client switched after our close and wrote: unread data at close
+    // resets the connection, as the kernel's does.
+    channel_->abort();
+    return false;
+  }
   if (peer_reverted_) return resume_settled_locked() && drop_close_fd_locked();
   if (token_owed_ && !flush_token_locked()) return false;  // the engine's deadline bounds it
   if (!channel_ || channel_->error() != 0) return drop_close_fd_locked();
   if (!writer_.switched()) return false;  // the Switch is still due (the server's)
+  if (closing_ && !channel_->close_requested()) channel_->close_write();  // switched after the close
   return channel_->all_sent() && drop_close_fd_locked();
 }
 
@@ -614,15 +694,25 @@ void StreamSocket::close_own_dups_in_child() {
 
 // ----------------------------------------------------------------- waiting --
 
-uint64_t StreamSocket::activity() {
+uint64_t StreamSocket::activity(int fd) {
   std::unique_lock<std::mutex> held = lock_call();
+  if (!kernel_only() && !reader_.on_ring()) note_tcp_arrivals_locked(fd);
   // Our own shutdown changes readiness too (POLLIN|POLLRDHUP after SHUT_RD,
   // POLLHUP once both directions are shut), as the kernel's wake-up on it.
   writes_held();  // ends a hold that is over: its release is an edge
-  uint64_t value = eagain_count_ + (read_shut_ ? 1 : 0) + (write_shut_ ? 2 : 0) + (write_hold_released_ ? 4 : 0);
+  uint64_t value = eagain_count_ + tcp_arrived_ + (read_shut_ ? 1 : 0) + (write_shut_ ? 2 : 0) + (write_hold_released_ ? 4 : 0);
   if (channel_) value += channel_->counters().data_received + channel_->counters().credits_received +
                          channel_->counters().messages_received;
   return value;
+}
+
+// The socket is not in the kernel's epoll set, so the kernel's edge for new
+// TCP data is ours to give: bytes read plus bytes waiting only grow when
+// some arrive.
+void StreamSocket::note_tcp_arrivals_locked(int fd) {
+  int waiting = 0;
+  if (fd < 0 || sys::real().ioctl(fd, FIONREAD, &waiting) != 0 || waiting < 0) return;
+  tcp_arrived_ = std::max(tcp_arrived_, reader_.tcp_read() + static_cast<uint64_t>(waiting));
 }
 
 int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {

@@ -105,9 +105,9 @@ class StreamSocket final : public ManagedSocket {
   // (the upgrade may change things no fd reports).
   int wake_fds(int fd, short events, pollfd* out, int* slice_ms) override;
   // Changes whenever something may have become newly ready (data or
-  // credit arrived, a call found nothing and will wait): edge-triggered
-  // epoll reports a ready socket again after it changed.
-  uint64_t activity() override;
+  // credit arrived on the ring or on TCP, a call found nothing and will
+  // wait): edge-triggered epoll reports a ready socket again after it changed.
+  uint64_t activity(int fd) override;
   // getsockopt(SO_ERROR) once a byte may be in a ring: the connection's
   // error, once, as the kernel reports its pending error (docs/protocol.md
   // §4). False: the kernel socket answers.
@@ -128,18 +128,14 @@ class StreamSocket final : public ManagedSocket {
   bool on_last_close();
 
   // --- the rendezvous (DESIGN decision 2, revised) ----------------------
-  // An accepted socket of a listener shared with other processes (a fork
-  // happened while it was open) is upgraded by the process that first
-  // reads, writes or waits on it: every call below begins with
-  // claim_if_awaited(), which hands the socket to the claim handler once.
+  // An accepted socket is upgraded by the process that first reads,
+  // writes or waits on it (a fork may hand it on before that): every call
+  // below begins with claim_if_awaited(), which hands the socket to the
+  // claim handler once.
   void await_claim(std::shared_ptr<RendezvousBoard> board) {
     rendezvous_ = std::move(board);
     awaiting_claim_.store(true, std::memory_order_release);
   }
-  // The listener's board, for a socket this process serves for now: if a
-  // fork() comes before its upgrade has begun, it goes up for claim in both
-  // processes (revert_begin).
-  void note_rendezvous(std::shared_ptr<RendezvousBoard> board) { rendezvous_ = std::move(board); }
   bool awaiting_claim() const { return awaiting_claim_.load(std::memory_order_acquire); }
   // The engine claims it for this process without a use (true once).
   bool take_claim() { return awaiting_claim_.exchange(false, std::memory_order_acq_rel); }
@@ -180,6 +176,9 @@ class StreamSocket final : public ManagedSocket {
   // as it answers a write to a closed peer (accepted, then the peer's RST
   // makes the next one EPIPE).
   bool peer_closed_ring() const;
+  // Our direction switched, the peer's never did, its queue pair is gone,
+  // and nothing of ours reached the ring: writes go to the kernel socket.
+  bool peer_gone_unswitched() const;
   // Whether send() goes to the kernel socket now.
   bool writes_to_kernel() const;
   // What wait_settled() waits for.
@@ -317,7 +316,25 @@ class StreamSocket final : public ManagedSocket {
   core::Result<size_t> recv_tcp_eof();
   bool ring_readable() const;
   void send_switch();
+  // Server: Bound, with the token and our TCP count (§2).
   void send_bound();
+  // Server, after Bound and before the client's Switch: Bound again once
+  // our application has read every TCP byte that came (fd's kernel socket
+  // holds none) at a count not offered yet. The client switches only at
+  // such a count (§2, "Where the client switches"): its token is then the
+  // next byte on TCP, whichever process reads the socket next.
+  void offer_switch_point_locked(int fd);
+  // Client: the server's Bound (the first, or a later one with a new count).
+  void take_bound(const uint8_t* bytes, size_t length);
+  // How long the client's writes wait for the server to catch up after a
+  // Bound whose count is behind ours (a hold, as hold_writes_until_settled).
+  static constexpr int64_t kCatchUpHoldMs = 50;
+  // Server: a Bound went out lately (kSwitchAfterCloseMs) and the client's
+  // Switch has not come: it may be on its way (on_last_close waits).
+  bool switch_may_be_coming_locked() const;
+  static constexpr int64_t kSwitchAfterCloseMs = 250;
+  // TCP bytes that came while reads come from TCP (for activity()).
+  void note_tcp_arrivals_locked(int fd);
   // The token (docs/protocol.md §2, "Who may switch"; stream_socket_token.cpp).
   // Server: looks on TCP for the client's token at the switch point once
   // it is due (fd < 0: through a dup of our own); found, the Switch counts
@@ -468,6 +485,11 @@ class StreamSocket final : public ManagedSocket {
   // The token (§2): the server's, sent in Bound; the client's copy of it.
   uint8_t token_[wire::kSwitchTokenSize] = {};
   bool token_guard_ = false;     // server: Bound sent; reads look before they take (switch_came_since_look_locked)
+  uint64_t bound_count_ = 0;     // server: the TCP count of our latest Bound
+  int64_t bound_sent_ms_ = 0;    // server: when it went
+  bool bound_seen_ = false;      // client: a Bound came (token_ is its token)
+  bool bound_behind_ = false;    // client: the latest Bound's count is behind our TCP bytes
+  bool urgent_on_tcp_ = false;   // client: an urgent byte of ours went on TCP before the switch
   bool token_owed_ = false;      // client: token_ goes on TCP once our Switch is delivered
   size_t token_sent_ = 0;
   int token_fd_ = -1;            // client: our dup of the socket while the token is owed
@@ -475,6 +497,7 @@ class StreamSocket final : public ManagedSocket {
   int last_fd_ = -1;             // the fd of the latest call (may be closed since)
   uint64_t inode_ = 0;           // the kernel socket's inode (0: unknown)
   uint64_t eagain_count_ = 0;  // for activity()
+  uint64_t tcp_arrived_ = 0;   // for activity(): TCP bytes read or waiting, the most seen
 };
 
 }  // namespace vsock::sock

@@ -47,12 +47,20 @@ core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count
     if (resend_pending()) return R::fail(resend_shut_wr_ ? EPIPE : EAGAIN);
   }
   if (writes_to_kernel()) {
+    // The server's reply may be what the client waits for before it
+    // writes again: a switch point it may take then goes first (§2).
+    offer_switch_point_locked(fd);
     msghdr message{};
     message.msg_iov = const_cast<iovec*>(iov);
     message.msg_iovlen = static_cast<size_t>(count);
     ssize_t n = sys::real().sendmsg(fd, &message, flags | MSG_DONTWAIT);
     if (n < 0) return R::fail(errno);
-    if (!kernel_only() && writer_.tcp_allowed()) writer_.on_tcp_written(static_cast<uint64_t>(n));
+    if (!kernel_only() && writer_.tcp_allowed()) {
+      writer_.on_tcp_written(static_cast<uint64_t>(n));
+      // The peer's kernel keeps an urgent byte out of the stream its
+      // application reads: the server's count never reaches ours again.
+      if (flags & MSG_OOB) urgent_on_tcp_ = true;
+    }
     core::stat_transfer(core::Stat::tcp_bytes_sent, core::Stat::tcp_sends, static_cast<uint64_t>(n));
     return R::ok(static_cast<size_t>(n));
   }
@@ -62,7 +70,8 @@ core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count
   if (!written && written.error() != EAGAIN) {
     advance();
     // RDMA failed and the connection went on over TCP: write there.
-    if (peer_reverted_ && !kernel_only() && error_locked() == 0) return send_once(fd, iov, count, flags, false);
+    if ((peer_reverted_ || peer_gone_unswitched()) && !kernel_only() && error_locked() == 0)
+      return send_once(fd, iov, count, flags, false);
     if (error_locked() != 0) {
       int error = take_error_locked();
       return R::fail(error != 0 ? error : EPIPE);
@@ -270,6 +279,7 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
         return recv_after_reset();
       }
       core::stat_transfer(core::Stat::tcp_bytes_received, core::Stat::tcp_receives, static_cast<uint64_t>(n));
+      offer_switch_point_locked(fd);  // read to the end of what came: the client may switch here
     }
     got = static_cast<size_t>(n);
     if (got < plan.tcp_length) return R::ok(got);

@@ -163,6 +163,9 @@ struct EarlyUpgrade {
   int64_t since_ms;
   wire::UpgradeRequest request;
   Answered answered;
+  // accept() returned its socket, which waits for its first use (the
+  // claim) to bind it: closing the listener no longer ends it.
+  bool accepted = false;
 };
 
 // A request waiting for its socket: the rdma_cm event to answer and what
@@ -238,7 +241,7 @@ class Engine final : public UpgradeEngine {
   void adopt_listeners(const std::vector<std::shared_ptr<RendezvousBoard>>& boards) override;
   void on_accepted(uint64_t key, int fd, StreamSocket* stream) override;
   void claim(int fd, StreamSocket* stream) override;
-  void on_accepted_shared(int fd, StreamSocket* stream) override;
+  void on_accepted_unclaimed(int fd, StreamSocket* stream) override;
   void on_closed(StreamSocket* stream, bool drain) override;
   void finish_closing_at_exit(int64_t deadline_ms) override;
   void set_datagram_sink(const DatagramPathSink& sink) override;
@@ -272,6 +275,7 @@ class Engine final : public UpgradeEngine {
   void upgrade_here(Listener& listener, int fd, StreamSocket* stream, const SocketNames& names);
   // The early upgrade answered for the connection `names` names, or end().
   std::vector<std::unique_ptr<EarlyUpgrade>>::iterator find_early(Listener& listener, const SocketNames& names);
+  void drop_early_in_backlog(Listener& listener);
   void accept_matched(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed,
                       StreamSocket* stream);
   // `port`: kRedirect's, 0 for the other reasons.
@@ -414,20 +418,20 @@ class Engine final : public UpgradeEngine {
     int64_t until_ms;
   };
   std::vector<Adoption> adoptions_;
-  // Sockets this process accepted from a shared listener it owns, not used
-  // yet (on_accepted_shared). Each holds a reference.
+  // Sockets this process accepted from a listener it owns, not used yet
+  // (on_accepted_unclaimed). Each holds a reference.
   struct Unclaimed {
     StreamSocket* stream;
     int fd;
     int64_t since_ms;
     uint64_t forks;    // fork_generation() at accept
-    uint64_t accepts;  // shared_accepts_ at accept
+    uint64_t accepts;  // accepts_ at accept
   };
   std::vector<Unclaimed> unclaimed_;
-  // Accepts from shared listeners in this process (on_accepted_shared): a
-  // socket is claimed without a use sooner once the process accepted
-  // another since (claim_at_ms).
-  uint64_t shared_accepts_ = 0;
+  // Accepts in this process (on_accepted_unclaimed): a socket is claimed
+  // without a use sooner once the process accepted another since
+  // (claim_at_ms).
+  uint64_t accepts_ = 0;
   // When the process claims the unused socket itself (claim_unused).
   int64_t claim_at_ms(const Unclaimed& entry) const;
   // Drops the socket's entry, if it has one: used or closed.

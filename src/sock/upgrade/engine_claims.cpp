@@ -44,27 +44,20 @@ void Engine::forget_unclaimed(StreamSocket* stream) {
   }
 }
 
-void Engine::on_accepted_shared(int fd, StreamSocket* stream) {
+void Engine::on_accepted_unclaimed(int fd, StreamSocket* stream) {
   std::lock_guard<std::mutex> held(mu_);
-  ++shared_accepts_;
+  ++accepts_;
   Listener* listener = listener_of(stream->rendezvous().get());
   if (listener == nullptr) return;  // another process's listener
-  // Answered from the backlog before the listener became shared: that
-  // client waits for our Bound, and no other process can give it. This
-  // process serves the socket then (a fork later hands it back to TCP).
+  // Answered from the backlog: bound at the claim (upgrade_here), if the
+  // claim is this process's.
   SocketNames names;
   if (!listener->early.empty() && read_names(fd, &names)) {
     auto early = find_early(*listener, names);
-    if (early != listener->early.end() && stream->take_claim()) {
-      std::unique_ptr<EarlyUpgrade> taken = std::move(*early);
-      listener->early.erase(early);
-      stream->set_fd_hint(fd);
-      bind_early(std::move(taken), fd, stream);
-      return;
-    }
+    if (early != listener->early.end()) (*early)->accepted = true;
   }
   stream->retain();
-  unclaimed_.push_back(Unclaimed{stream, fd, core::monotonic_ms(), fork_generation(), shared_accepts_});
+  unclaimed_.push_back(Unclaimed{stream, fd, core::monotonic_ms(), fork_generation(), accepts_});
   // The thread keeps this socket's claim time, and those accepted before
   // may be due now.
   wake();
@@ -81,7 +74,7 @@ void Engine::on_accepted_shared(int fd, StreamSocket* stream) {
 // the socket is served alone: its client waits upgrade_timeout_ms for the
 // upgrade, so the claim comes before half of that. Under the engine's lock.
 int64_t Engine::claim_at_ms(const Unclaimed& entry) const {
-  if (entry.accepts != shared_accepts_) return entry.since_ms + kClaimWindowMs;
+  if (entry.accepts != accepts_) return entry.since_ms + kClaimWindowMs;
   const int64_t half_wait = int64_t{settings_.upgrade_timeout_ms} / 2;
   return entry.since_ms + std::max(kClaimWindowMs, std::min(kClaimAloneMs, half_wait));
 }

@@ -41,8 +41,9 @@ void Engine::stop_listening(uint64_t key, const RendezvousBoard* board) {
   if (it == listeners_.end()) return;
   Listener& listener = *it->second;
   // Connections still in the backlog are reset by the kernel: their
-  // upgrades end with them (the clients see DISCONNECTED).
-  listener.early.clear();
+  // upgrades end with them (the clients see DISCONNECTED). Those accepted
+  // wait for their claim: the listener lingers for them (awaits_requests).
+  drop_early_in_backlog(listener);
   // The owner of a shared board closed its last listener of the port, but
   // a process it forked, or one that joined, still listens there: the
   // port's requests still come here, to be redirected to their claimers.
@@ -199,6 +200,13 @@ void Engine::upgrade_here(Listener& listener, int fd, StreamSocket* stream, cons
     return;
   }
   add_accepted(listener, fd, stream, names);
+}
+
+// Under the engine's lock.
+void Engine::drop_early_in_backlog(Listener& listener) {
+  auto& early = listener.early;
+  early.erase(std::remove_if(early.begin(), early.end(), [](const std::unique_ptr<EarlyUpgrade>& e) { return !e->accepted; }),
+              early.end());
 }
 
 std::vector<std::unique_ptr<EarlyUpgrade>>::iterator Engine::find_early(Listener& listener,

@@ -67,20 +67,22 @@ class UpgradeEngine {
   // This process goes on with listeners whose owner is on its way out (the
   // child of daemon()): take their rdma_cm side over once the owner is gone.
   virtual void adopt_listeners(const std::vector<std::shared_ptr<RendezvousBoard>>& boards) = 0;
-  // accept() on the listener `key` returned `fd`, tracked as `stream`.
+  // accept() on the listener `key` returned `fd`, tracked as `stream`, and
+  // this process serves it now (a listener without a board).
   virtual void on_accepted(uint64_t key, int fd, StreamSocket* stream) = 0;
-  // The first use, in this process, of an accepted socket of a shared
-  // listener (stream->rendezvous()): the listener's owner matches it as
-  // on_accepted() does; another process claims it on the board and takes
-  // the redirected request on its own rendezvous listener.
+  // The first use, in this process, of an accepted socket
+  // (stream->rendezvous()): the listener's owner binds its early upgrade
+  // or matches it as on_accepted() does; another process (the listener is
+  // shared) claims it on the board and takes the redirected request on its
+  // own rendezvous listener.
   virtual void claim(int fd, StreamSocket* stream) = 0;
-  // accept() here returned `fd` of a shared listener (it awaits its claim).
-  // If this process owns the listener and nobody has used the socket
-  // within a short window (longer unless it accepted another since), with
-  // no fork since, this process claims it: a server that accepts and then
-  // waits (the client blocked in connect() waits for the upgrade) is served
-  // as if the listener were its alone.
-  virtual void on_accepted_shared(int fd, StreamSocket* stream) = 0;
+  // accept() here returned `fd` (it awaits its claim: its first use, in
+  // whichever process; docs/protocol.md §1.1). If this process owns the
+  // listener and nobody has used the socket within a short window (longer
+  // unless it accepted another since), with no fork since, this process
+  // claims it: a server that accepts and then waits (the client blocked in
+  // connect() waits for the upgrade) is served as if nobody else could.
+  virtual void on_accepted_unclaimed(int fd, StreamSocket* stream) = 0;
 
   // Makes the side-band thread look at once (e.g. at the owner inbox a fork
   // just opened: owner_inbox.hpp, which it serves).

@@ -37,7 +37,7 @@ bool observe_at(EpollView& view, SleepSet* sleep, int depth) {
     for (const DueEntry& d : due) {
       uint32_t now_ready = 0;
       if (entry_report(view.entries[d.key], d.socket, d.fd, &now_ready, Look::kFull) != 0) ready = true;
-      if (d.socket != nullptr) activity += d.socket->activity();
+      if (d.socket != nullptr) activity += d.socket->activity(d.fd);
     }
     set_signal(view, ready, activity, true);
   }
@@ -146,7 +146,7 @@ uint32_t entry_report(EpollEntry& entry, ManagedSocket* socket, int fd, uint32_t
     entry.reported &= ready;
     return ready & ~entry.reported;
   }
-  uint64_t activity = socket->activity();
+  uint64_t activity = socket->activity(fd);
   if (activity != entry.activity) entry.reported = 0;
   entry.activity = activity;
   return ready & ~entry.reported;

@@ -11,6 +11,7 @@ void encode(const BoundMessage& message, uint8_t out[kBoundMessageSize]) {
   std::memset(out, 0, kBoundMessageSize);
   encode_message_header(out, kBoundMagic, message.nonce);
   std::memcpy(out + kMessageHeaderSize, message.token, kSwitchTokenSize);
+  store_be64(out + kMessageHeaderSize + kSwitchTokenSize, message.tcp_read);
 }
 
 core::Result<BoundMessage> parse_bound_message(const void* data, size_t len) {
@@ -20,6 +21,7 @@ core::Result<BoundMessage> parse_bound_message(const void* data, size_t len) {
   BoundMessage message;
   if (!parse_message_header(in, kBoundMagic, &message.nonce)) return R::fail(EPROTO);
   std::memcpy(message.token, in + kMessageHeaderSize, kSwitchTokenSize);
+  message.tcp_read = load_be64(in + kMessageHeaderSize + kSwitchTokenSize);
   return R::ok(message);
 }
 

@@ -12,7 +12,16 @@
 // takes nothing from the queue pair until it found them (§2, "Who may
 // switch"): a request forged for somebody else's connection gets nowhere.
 //
-// The 16-byte message header (magic "VSKB", version, nonce), then the token.
+// And where the client may switch: `tcp_read`, the client's TCP bytes the
+// server had read when it sent this Bound, with nothing more waiting in its
+// kernel socket. The client switches only when it has written exactly that
+// many, so its token is the next byte on TCP for whichever process reads
+// the socket next (§2, "Where the client switches"). The server sends
+// Bound again, same token, each time it has caught up at a new count, until
+// the client's Switch comes.
+//
+// The 16-byte message header (magic "VSKB", version, nonce), the token,
+// then tcp_read (8 bytes, big-endian).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -22,18 +31,20 @@
 namespace vsock::sock::wire {
 
 inline constexpr size_t kSwitchTokenSize = 16;
-inline constexpr size_t kBoundMessageSize = 16 + kSwitchTokenSize;
+inline constexpr size_t kBoundMessageSize = 16 + kSwitchTokenSize + 8;
 
 struct BoundMessage {
   uint64_t nonce = 0;
   uint8_t token[kSwitchTokenSize] = {};
+  uint64_t tcp_read = 0;
 };
 
 void encode(const BoundMessage& message, uint8_t out[kBoundMessageSize]);
 
 // A Bound received in a SEND of `len` bytes; bytes past it are ignored.
 // EPROTO for fewer bytes, another magic, another version or nonzero
-// reserved bytes. (The token is any 16 bytes.)
+// reserved bytes. (The token and the count are any values: the client
+// checks the count against what it wrote.)
 core::Result<BoundMessage> parse_bound_message(const void* data, size_t len);
 
 }  // namespace vsock::sock::wire

@@ -43,7 +43,9 @@ inline constexpr uint32_t kAttachedMagic = 0x56534B54;
 // (and stays on TCP) rather than half-understood. Version 2: Bound carries
 // the token the client writes on TCP at its switch point (protocol.md §2),
 // and RingGrow/RingMoved (§3.1) exist. Version 3: DATA and CREDIT
-// immediates carry stream positions, not lengths (§3).
-inline constexpr uint8_t kProtocolVersion = 3;
+// immediates carry stream positions, not lengths (§3). Version 4: Bound
+// carries the count of the client's TCP bytes the server has read, and the
+// client switches only at a count the server has reached (§2).
+inline constexpr uint8_t kProtocolVersion = 4;
 
 }  // namespace vsock::sock::wire
