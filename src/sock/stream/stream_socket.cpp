@@ -535,9 +535,12 @@ bool StreamSocket::on_last_close() {
     // close (close_finished): as a switched connection if the Switch and
     // its token come within kSwitchAfterCloseMs of that Bound, else as the
     // kernel would. Our dup keeps the socket open meanwhile.
-    write_shut_ = true;
     if (close_fd_ < 0) close_fd_ = dup_own_fd();
-    if (close_fd_ >= 0) return true;
+    if (close_fd_ >= 0) {
+      write_shut_ = true;
+      close_waits_for_switch_ = true;
+      return true;
+    }
   }
   if (!upgrade_.committed() || !channel_) {
     // Nothing of ours can be in a ring: the kernel's close is the whole story.
@@ -645,14 +648,15 @@ bool StreamSocket::flush_locked(std::unique_lock<std::mutex>& held, int timeout_
 
 bool StreamSocket::switch_may_be_coming_locked() const {
   return upgrade_.role() == UpgradeRole::kServer && token_guard_ && !upgrade_.committed() && channel_ &&
-         channel_->error() == 0 && core::monotonic_ms() - bound_sent_ms_ < kSwitchAfterCloseMs;
+         channel_->error() == 0 && !revert_posted_ && !peer_reverted_ &&
+         core::monotonic_ms() - bound_sent_ms_ < kSwitchAfterCloseMs;
 }
 
 bool StreamSocket::close_finished() {
   std::unique_lock<std::mutex> held = lock_call();
   if (kernel_only() || !channel_) return drop_close_fd_locked();
   progress_locked();
-  if (!kernel_only() && upgrade_.role() == UpgradeRole::kServer && !upgrade_.committed()) {
+  if (close_waits_for_switch_ && !kernel_only() && !upgrade_.committed()) {
     // Closed while the client's Switch could be coming (on_last_close).
     if (switch_may_be_coming_locked()) return false;
     VSOCK_LOG(kDebug, "fd %d: closed; no Switch came after our Bound: the kernel's close", fd_hint_);
@@ -661,7 +665,7 @@ bool StreamSocket::close_finished() {
     become_kernel_only();
     return drop_close_fd_locked();
   }
-  if (!kernel_only() && closing_ && channel_ && channel_->readable_bytes() > 0 && close_fd_ >= 0 &&
+  if (close_waits_for_switch_ && !kernel_only() && channel_ && channel_->readable_bytes() > 0 &&
       !channel_->aborted()) {
     // The client switched after our close and wrote: unread data at close
     // resets the connection, as the kernel's does.
@@ -672,7 +676,7 @@ bool StreamSocket::close_finished() {
   if (token_owed_ && !flush_token_locked()) return false;  // the engine's deadline bounds it
   if (!channel_ || channel_->error() != 0) return drop_close_fd_locked();
   if (!writer_.switched()) return false;  // the Switch is still due (the server's)
-  if (closing_ && !channel_->close_requested()) channel_->close_write();  // switched after the close
+  if (close_waits_for_switch_ && !channel_->close_requested()) channel_->close_write();  // switched after the close
   return channel_->all_sent() && drop_close_fd_locked();
 }
 

@@ -487,6 +487,7 @@ class StreamSocket final : public ManagedSocket {
   bool token_guard_ = false;     // server: Bound sent; reads look before they take (switch_came_since_look_locked)
   uint64_t bound_count_ = 0;     // server: the TCP count of our latest Bound
   int64_t bound_sent_ms_ = 0;    // server: when it went
+  bool close_waits_for_switch_ = false;  // server: on_last_close() left the close to close_finished()
   bool bound_seen_ = false;      // client: a Bound came (token_ is its token)
   bool bound_behind_ = false;    // client: the latest Bound's count is behind our TCP bytes
   bool urgent_on_tcp_ = false;   // client: an urgent byte of ours went on TCP before the switch

@@ -230,7 +230,8 @@ int Engine::next_timeout_ms() {
   if (int resolving = datagrams_.next_timeout_ms(); resolving >= 0)
     soonest = std::min<int64_t>(soonest, now + resolving);
   // (The next accept wakes the thread: it may bring an entry's claim closer.)
-  for (const Unclaimed& entry : unclaimed_) soonest = std::min(soonest, claim_at_ms(entry));
+  for (const Unclaimed& entry : unclaimed_)
+    if (entry.stream->awaiting_claim()) soonest = std::min(soonest, claim_at_ms(entry));  // (else its claim is on its way)
   if (int64_t parked = parked_.next_expiry_ms(now); parked >= 0) soonest = std::min(soonest, now + parked);
   for (const Tracked& tracked : tracked_) {
     if (tracked.deadline_ms != 0) soonest = std::min(soonest, tracked.deadline_ms);

@@ -84,8 +84,15 @@ void Engine::claim_unused() {
   const int64_t now = core::monotonic_ms();
   for (size_t i = 0; i < unclaimed_.size();) {
     Unclaimed entry = unclaimed_[i];
-    const bool settled = !entry.stream->awaiting_claim() || entry.stream->kernel_only() ||
-                         entry.forks != fork_generation();  // used, gone, or maybe the other process's now
+    const bool forked = entry.forks != fork_generation();  // maybe the other process's now
+    if (!entry.stream->awaiting_claim() && !entry.stream->kernel_only() && !forked) {
+      // Used here: its claim() is on its way (waiting for our lock) and
+      // drops the entry. Until then the entry keeps a listener closed
+      // meanwhile lingering (awaits_requests), which the claim needs.
+      ++i;
+      continue;
+    }
+    const bool settled = entry.stream->kernel_only() || forked;
     if (!settled && now < claim_at_ms(entry)) {
       ++i;
       continue;
