@@ -484,7 +484,8 @@ void mode_bad_headers(Peer& peer, Outcome* out, uint32_t* next_id) {
   std::vector<Broken> cases = {
       {"version 1", [](std::vector<uint8_t>& m) { m[4] = 1; }},
       {"version 2", [](std::vector<uint8_t>& m) { m[4] = 2; }},  // the one before positions
-      {"version 4", [](std::vector<uint8_t>& m) { m[4] = 4; }},
+      {"version 3", [](std::vector<uint8_t>& m) { m[4] = 3; }},  // the one before Bound's count
+      {"version 5", [](std::vector<uint8_t>& m) { m[4] = 5; }},
       {"version 0", [](std::vector<uint8_t>& m) { m[4] = 0; }},
       {"type 0", [](std::vector<uint8_t>& m) { m[5] = 0; }},
       {"type 5", [](std::vector<uint8_t>& m) { m[5] = 5; }},
