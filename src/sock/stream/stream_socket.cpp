@@ -544,17 +544,7 @@ bool StreamSocket::on_last_close() {
   }
   if (!upgrade_.committed() || !channel_) {
     // Nothing of ours can be in a ring: the kernel's close is the whole story.
-    // An upgrade still under way ends here: counted as the peer counts our
-    // close (the TCP connection ended before the upgrade did), so that
-    // every attempt is either done or has its reason.
-    const UpgradePhase phase = upgrade_.phase();
-    if (!upgrade_.committed() && (phase == UpgradePhase::kConnecting || phase == UpgradePhase::kAccepting ||
-                                  phase == UpgradePhase::kEstablished)) {
-      VSOCK_LOG(kDebug, "fd %d: stays on TCP: closed before the upgrade completed (%s)", fd_hint_, phase_name(phase));
-      count_fallback(FallbackReason::kPeerClosed);
-    }
-    upgrade_.on(UpgradeEvent::kDeclined);
-    become_kernel_only();
+    end_upgrade_at_close_locked();
     return false;
   }
   progress_locked();
@@ -646,6 +636,20 @@ bool StreamSocket::flush_locked(std::unique_lock<std::mutex>& held, int timeout_
   }
 }
 
+void StreamSocket::end_upgrade_at_close_locked() {
+  // An upgrade still under way ends here: counted as the peer counts our
+  // close (the TCP connection ended before the upgrade did), so that every
+  // attempt is either done or has its reason.
+  const UpgradePhase phase = upgrade_.phase();
+  if (!upgrade_.committed() && (phase == UpgradePhase::kConnecting || phase == UpgradePhase::kAccepting ||
+                                phase == UpgradePhase::kEstablished)) {
+    VSOCK_LOG(kDebug, "fd %d: stays on TCP: closed before the upgrade completed (%s)", fd_hint_, phase_name(phase));
+    count_fallback(FallbackReason::kPeerClosed);
+  }
+  upgrade_.on(UpgradeEvent::kDeclined);
+  become_kernel_only();
+}
+
 bool StreamSocket::switch_may_be_coming_locked() const {
   return upgrade_.role() == UpgradeRole::kServer && token_guard_ && !upgrade_.committed() && channel_ &&
          channel_->error() == 0 && !revert_posted_ && !peer_reverted_ &&
@@ -659,10 +663,7 @@ bool StreamSocket::close_finished() {
   if (close_waits_for_switch_ && !kernel_only() && !upgrade_.committed()) {
     // Closed while the client's Switch could be coming (on_last_close).
     if (switch_may_be_coming_locked()) return false;
-    VSOCK_LOG(kDebug, "fd %d: closed; no Switch came after our Bound: the kernel's close", fd_hint_);
-    count_fallback(FallbackReason::kPeerClosed);
-    upgrade_.on(UpgradeEvent::kDeclined);
-    become_kernel_only();
+    end_upgrade_at_close_locked();  // no Switch came after our Bound
     return drop_close_fd_locked();
   }
   if (close_waits_for_switch_ && !kernel_only() && channel_ && channel_->readable_bytes() > 0 &&

@@ -332,6 +332,9 @@ class StreamSocket final : public ManagedSocket {
   // Server: a Bound went out lately (kSwitchAfterCloseMs) and the client's
   // Switch has not come: it may be on its way (on_last_close waits).
   bool switch_may_be_coming_locked() const;
+  // The socket's close ends an upgrade that never committed: counted, the
+  // kernel's from here on (on_last_close, or close_finished after a wait).
+  void end_upgrade_at_close_locked();
   static constexpr int64_t kSwitchAfterCloseMs = 250;
   // TCP bytes that came while reads come from TCP (for activity()).
   void note_tcp_arrivals_locked(int fd);
