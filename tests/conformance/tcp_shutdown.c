@@ -12,14 +12,17 @@ static const short kAll = POLLIN | POLLOUT | POLLRDHUP;
 
 static void show_poll(const char* what, int fd) { ct_out("poll %s: %s", what, ct_poll_str(ct_wait(fd, kAll, 0))); }
 
-/* Waits until the revents of fd contain `bit`: at once on the kernel; over
- * the library a pair made just before may still be upgrading (under TCG
- * that can take seconds), and its FIN or reset shows once it settles. */
+/* Waits up to 10 s until the revents of fd contain `bit`: at once on the
+ * kernel; over the library a pair made just before may still be upgrading
+ * (under TCG that can take seconds), and its FIN or reset shows once it
+ * settles. (poll returns at once while POLLOUT is set, so the wait between
+ * two looks is a sleep, not poll's timeout.) */
 static void wait_for(int fd, short bit) {
-  for (int i = 0; i < 1000; ++i) {
-    if (ct_wait(fd, kAll, 10) & bit) return;
+  const long deadline = ct_now_ms() + 10000;
+  while (!(ct_wait(fd, kAll, 0) & bit)) {
+    if (ct_now_ms() > deadline) CT_FAIL("revents never showed %s within 10 s", ct_poll_str(bit));
+    poll(NULL, 0, 10);
   }
-  CT_FAIL("revents never showed %s", ct_poll_str(bit));
 }
 
 static void half_close_write(void) {

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -528,7 +529,7 @@ bool StreamSocket::on_last_close() {
   std::unique_lock<std::mutex> held = lock_call();
   closing_ = true;
   if (kernel_only()) return false;
-  if (switch_may_be_coming_locked()) {
+  if (switch_may_be_coming_locked() && !tcp_rules_out_switch_locked()) {
     // The server, a Bound just sent: the client may be switching now, its
     // token on its way on TCP. The kernel's close would reset the
     // connection on that token (unread data), so the engine finishes the
@@ -656,13 +657,28 @@ bool StreamSocket::switch_may_be_coming_locked() const {
          core::monotonic_ms() - bound_sent_ms_ < kSwitchAfterCloseMs;
 }
 
+bool StreamSocket::tcp_rules_out_switch_locked() {
+  // A client switches only at our latest Bound's count, its token next on
+  // TCP (§2). Unread bytes there that are not the token, or its end, or a
+  // read past that count: this client writes on TCP, and a close with
+  // unread bytes is the kernel's reset, now, not after a wait.
+  if (reader_.switch_known()) return false;  // the token is check_token_locked()'s
+  const int fd = dup_own_fd();
+  if (fd < 0) return false;
+  uint8_t seen[wire::kSwitchTokenSize];
+  const ssize_t n = sys::real().recv(fd, seen, sizeof seen, MSG_PEEK | MSG_DONTWAIT);
+  sys::real().close(fd);
+  if (n < 0) return false;  // nothing unread (EAGAIN): the token may still come
+  return n == 0 || reader_.tcp_read() != bound_count_ || std::memcmp(seen, token_, static_cast<size_t>(n)) != 0;
+}
+
 bool StreamSocket::close_finished() {
   std::unique_lock<std::mutex> held = lock_call();
   if (kernel_only() || !channel_) return drop_close_fd_locked();
   progress_locked();
   if (close_waits_for_switch_ && !kernel_only() && !upgrade_.committed()) {
     // Closed while the client's Switch could be coming (on_last_close).
-    if (switch_may_be_coming_locked()) return false;
+    if (switch_may_be_coming_locked() && !tcp_rules_out_switch_locked()) return false;
     end_upgrade_at_close_locked();  // no Switch came after our Bound
     return drop_close_fd_locked();
   }

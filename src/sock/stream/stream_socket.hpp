@@ -332,6 +332,8 @@ class StreamSocket final : public ManagedSocket {
   // Server: a Bound went out lately (kSwitchAfterCloseMs) and the client's
   // Switch has not come: it may be on its way (on_last_close waits).
   bool switch_may_be_coming_locked() const;
+  // Server: what waits unread on TCP says no Switch can come (a peek).
+  bool tcp_rules_out_switch_locked();
   // The socket's close ends an upgrade that never committed: counted, the
   // kernel's from here on (on_last_close, or close_finished after a wait).
   void end_upgrade_at_close_locked();
