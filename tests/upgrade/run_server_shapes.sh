@@ -100,7 +100,13 @@ run_shape() {
     [ "${resets:-0}" = 0 ] || ut_fail "$shape: $resets connections reset"
     return
   fi
-  [ "${done_:-0}" -ge "$conns" ] || ut_fail "$shape: ${done_:-0} of $conns connections upgraded"
+  # fork-late: the first connection comes before any fork, while the
+  # listener is its process's alone, so accept() claims it there and the
+  # fork 150 ms later hands it back to TCP (docs/compatibility.md). Every
+  # later one must upgrade: the listener is shared from the first fork on.
+  local want=$conns
+  [ "$shape" = fork-late ] && want=$((conns - 1))
+  [ "${done_:-0}" -ge "$want" ] || ut_fail "$shape: ${done_:-0} of $conns connections upgraded"
   [ $((${rdma:-0} * 10)) -ge $(((${rdma:-0} + ${tcp:-0}) * 9)) ] || ut_fail "$shape: under 90 % of the bytes over RDMA"
   [ $((sent1 - sent0)) -gt 0 ] || ut_fail "$shape: the device sent no packets"
 }
@@ -110,4 +116,4 @@ for shape in "${shapes[@]}"; do
   run_shape "$shape" 0
   run_shape "$shape" 1
 done
-echo "PASS: every shape upgraded every connection (fork-slow: every byte whole, on TCP)"
+echo "PASS: every shape upgraded every connection (fork-late: all but at most its first; fork-slow: every byte whole, on TCP)"

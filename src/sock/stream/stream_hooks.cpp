@@ -205,8 +205,16 @@ void on_accepted(int fd, SocketState* listener, SocketState* accepted) {
   // and only then does the client switch (its Bound goes out).
   std::shared_ptr<RendezvousBoard> board = listener_board(listener);
   if (board) {
+    // A listener that is still this process's alone (no fork since it
+    // listened, nobody joined its port): the socket is claimed here, now,
+    // so that the Bound leaves with accept() and a client that writes
+    // right after connect() finds it (protocol.md §1.1). Should this
+    // process fork before it uses the socket (a fork per connection, its
+    // first), the child's first use hands the connection back to TCP.
+    const bool alone = !board->shared();
     stream->await_claim(std::move(board));
     engine->on_accepted_unclaimed(fd, stream);
+    if (alone && stream->take_claim()) engine->claim(fd, stream);
     return;
   }
   engine->on_accepted(key, fd, stream);
