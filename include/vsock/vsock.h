@@ -184,10 +184,6 @@ struct vsock_stats {
   uint64_t attach_failed;
   uint64_t parked_yielded;
   uint64_t parked_now;
-  /* Server: accepted sockets closed before any use whose connection's
-   * early upgrade (a queue pair answered from the backlog) ended with the
-   * close, not at its expiry; their clients stay on TCP. */
-  uint64_t early_closed_unused;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

@@ -91,8 +91,7 @@ namespace vsock::core {
   X(attach_refused)            \
   X(attach_failed)             \
   X(parked_yielded)            \
-  X(parked_now)                \
-  X(early_closed_unused)
+  X(parked_now)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""closed_unused.py: accepted sockets closed before any use (issue 10).
+"""closed_unused.py: accepted sockets closed before any use (protocol.md §4).
 
-  closed_unused.py server ADDR PORTFILE GOFILE N
-      listens, writes its port to PORTFILE, waits for GOFILE (the client
-      has connected all N: they wait in the backlog, where the library
-      answers their upgrades early), then accepts N connections and closes
-      each at once, with no read, write or poll; stays up 3 s more.
+  closed_unused.py server ADDR PORTFILE GOFILE N [--forked]
+      listens (--forked: then forks a child that exits at once, as a
+      pre-fork server's listener is shared), writes its port to PORTFILE,
+      waits for GOFILE (the client has connected all N: they wait in the
+      backlog, where the library answers their upgrades early), then
+      accepts N connections and closes each at once, with no read, write
+      or poll; stays up 3 s more.
   closed_unused.py client ADDR PORTFILE GOFILE N
       connects N sockets one after the other, creates GOFILE, then reads
       each: the end of the stream (b"") is what the kernel gives. Prints
@@ -25,11 +27,16 @@ def wait_for_file(path, seconds):
         time.sleep(0.05)
 
 
-def server(addr, portfile, gofile, n):
+def server(addr, portfile, gofile, n, forked):
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((addr, 0))
     listener.listen(64)
+    if forked:
+        child = os.fork()
+        if child == 0:
+            os._exit(0)
+        os.waitpid(child, 0)
     with open(portfile + ".tmp", "w") as f:
         f.write(str(listener.getsockname()[1]))
     os.rename(portfile + ".tmp", portfile)
@@ -41,7 +48,7 @@ def server(addr, portfile, gofile, n):
     listener.close()
 
 
-def client(addr, portfile, gofile, n):
+def client(addr, portfile, gofile, n, forked):
     wait_for_file(portfile, 60)
     with open(portfile) as f:
         port = int(f.read())
@@ -68,7 +75,8 @@ def client(addr, portfile, gofile, n):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 6 or sys.argv[1] not in ("server", "client"):
+    if len(sys.argv) not in (6, 7) or sys.argv[1] not in ("server", "client"):
         sys.exit(__doc__)
     role, addr, portfile, gofile, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
-    (server if role == "server" else client)(addr, portfile, gofile, n)
+    forked = sys.argv[6:] == ["--forked"]
+    (server if role == "server" else client)(addr, portfile, gofile, n, forked)

@@ -2,13 +2,19 @@
 # run_closed_unused.sh PRELOAD
 #
 # Accepted sockets closed before any use (closed_unused.py): VSOCK_CLOSED_CONNS
-# (default 10) clients connect and wait in the server's backlog, where the
-# library answers their upgrades early (a connected queue pair each); the
-# server then accepts and closes every one with no read, write or poll.
-# Kernel, then both ends preloaded: every client must read the end of the
-# stream, as on the kernel, and the server's close must end each early
-# upgrade at once (early_closed_unused), not leave its queue pair to the
-# expiry (upgrade_timeout_ms).
+# (default 10) clients connect and wait in the server's backlog; the server
+# then accepts and closes every one with no read, write or poll. Kernel,
+# then both ends preloaded twice:
+#   alone   the listener is the server's alone: the library answers each
+#           request from the backlog (an early upgrade) and accept() claims
+#           the socket and sends Bound, so each close comes right after a
+#           Bound and waits for the client's Switch (protocol.md §4: the
+#           close the engine finishes); at least one must complete over the
+#           ring (the server's upgrades_done)
+#   forked  the server forked once after listen() (its listener shared): no
+#           early upgrade; the first connection's upgrade times out and
+#           the client's failure memory keeps the rest on TCP
+# Every client must read the end of the stream, as on the kernel.
 source "$(dirname "$0")/upgrade_test_lib.sh"
 [ $# -ge 1 ] || { echo "usage: $0 PRELOAD"; exit 2; }
 preload=$(ut_abs "$1")
@@ -24,12 +30,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# pair LABEL PRELOADED: one server and one client; the client's MEASURED line.
+# pair LABEL PRELOADED [--forked]: one server and one client; the client's MEASURED line.
 pair() {
   local label=$1 lib=""
   [ "$2" = 1 ] && lib=$preload
   env -u LD_PRELOAD ${lib:+LD_PRELOAD=$lib} VSOCK_STATS=1 VSOCK_LOG_FILE="$work/$label.server.log" \
-    python3 "$script" server "$addr" "$work/$label.port" "$work/$label.go" "$conns" >"$work/$label.server.out" 2>&1 &
+    python3 "$script" server "$addr" "$work/$label.port" "$work/$label.go" "$conns" ${3:-} >"$work/$label.server.out" 2>&1 &
   server_pid=$!
   timeout 120 env -u LD_PRELOAD ${lib:+LD_PRELOAD=$lib} VSOCK_STATS=1 VSOCK_LOG_FILE="$work/$label.client.log" \
     python3 "$script" client "$addr" "$work/$label.port" "$work/$label.go" "$conns" >"$work/$label.client.out" 2>&1
@@ -45,10 +51,12 @@ pair() {
 
 echo "closed unused on $addr: $conns connections"
 pair kernel 0
-pair libvsock 1
-echo "  server: $(ut_stats "$work/libvsock.server.log" early_closed_unused upgrades_done tcp_sockets)"
-echo "  client: $(ut_stats "$work/libvsock.client.log" upgrade_attempts upgrades_done fallback_peer_closed fallback_transport_error tcp_bytes_sent)"
-ended=$(ut_stat "$work/libvsock.server.log" early_closed_unused)
-[ -n "$ended" ] || ut_fail "the preloaded server printed no stats"
-[ "$ended" = "$conns" ] || ut_fail "the server's close ended $ended of $conns early upgrades"
-echo "PASS: every client read the end of the stream; every early upgrade ended with its socket's close"
+for label in alone forked; do
+  if [ "$label" = forked ]; then pair "$label" 1 --forked; else pair "$label" 1; fi
+  echo "  server: $(ut_stats "$work/$label.server.log" upgrades_done)"
+  echo "  client: $(ut_stats "$work/$label.client.log" upgrade_attempts upgrades_done fallback_timeout fallback_cached_peer tcp_bytes_sent)"
+done
+done_=$(ut_stat "$work/alone.server.log" upgrades_done)
+[ -n "$done_" ] || ut_fail "the preloaded server printed no stats"
+[ "$done_" -ge 1 ] || ut_fail "alone: no close completed over the ring (server upgrades_done=0)"
+echo "PASS: every client read the end of the stream; $done_ of $conns closes waited for the client's Switch and went over the ring"

@@ -301,7 +301,6 @@ void Engine::drop_waiting_socket(StreamSocket* stream) {
 void Engine::on_closed(StreamSocket* stream, bool drain) {
   std::lock_guard<std::mutex> held(mu_);
   drop_waiting_socket(stream);
-  end_early_of_unused(stream);
   forget_unclaimed(stream);
   if (!drain) {
     untrack(stream);

@@ -426,10 +426,6 @@ class Engine final : public UpgradeEngine {
     int64_t since_ms;
     uint64_t forks;    // fork_generation() at accept
     uint64_t accepts;  // accepts_ at accept
-    // Its connection's early upgrade (answered from the backlog) waits in
-    // the listener under these names: closed unused, the socket ends it.
-    bool early = false;
-    SocketNames names;
   };
   std::vector<Unclaimed> unclaimed_;
   // Accepts in this process (on_accepted_unclaimed): a socket is claimed
@@ -440,9 +436,6 @@ class Engine final : public UpgradeEngine {
   int64_t claim_at_ms(const Unclaimed& entry) const;
   // Drops the socket's entry, if it has one: used or closed.
   void forget_unclaimed(StreamSocket* stream);
-  // A socket closed before any use (unclaimed): its early upgrade, a
-  // connected queue pair, ends now rather than at its expiry.
-  void end_early_of_unused(StreamSocket* stream);
   bool take_claim_unforked(const Unclaimed& entry);
   void claim_locked(int fd, StreamSocket* stream);
   void claim_unused();

@@ -44,22 +44,6 @@ void Engine::forget_unclaimed(StreamSocket* stream) {
   }
 }
 
-// Under the engine's lock. Not after a fork: the child may claim it yet.
-void Engine::end_early_of_unused(StreamSocket* stream) {
-  for (const Unclaimed& entry : unclaimed_) {
-    if (entry.stream != stream) continue;
-    if (!entry.early || entry.forks != fork_generation()) return;
-    Listener* listener = listener_of(stream->rendezvous().get());
-    if (listener == nullptr) return;
-    auto early = find_early(*listener, entry.names);
-    if (early == listener->early.end()) return;
-    VSOCK_LOG(kDebug, "fd %d: closed unused: its early upgrade ends (the client stays on TCP)", entry.fd);
-    listener->early.erase(early);
-    core::stat_add(core::Stat::early_closed_unused);
-    return;
-  }
-}
-
 void Engine::on_accepted_unclaimed(int fd, StreamSocket* stream) {
   std::lock_guard<std::mutex> held(mu_);
   ++accepts_;
@@ -67,13 +51,13 @@ void Engine::on_accepted_unclaimed(int fd, StreamSocket* stream) {
   if (listener == nullptr) return;  // another process's listener
   // Answered from the backlog: bound at the claim (upgrade_here), if the
   // claim is this process's.
-  Unclaimed entry{stream, fd, core::monotonic_ms(), fork_generation(), accepts_, false, SocketNames{}};
-  if (!listener->early.empty() && read_names(fd, &entry.names)) {
-    auto early = find_early(*listener, entry.names);
-    if (early != listener->early.end()) (*early)->accepted = entry.early = true;
+  SocketNames names;
+  if (!listener->early.empty() && read_names(fd, &names)) {
+    auto early = find_early(*listener, names);
+    if (early != listener->early.end()) (*early)->accepted = true;
   }
   stream->retain();
-  unclaimed_.push_back(entry);
+  unclaimed_.push_back(Unclaimed{stream, fd, core::monotonic_ms(), fork_generation(), accepts_});
   // The thread keeps this socket's claim time, and those accepted before
   // may be due now.
   wake();
