@@ -72,6 +72,10 @@ echo "conformance over $VSOCK_TEST_ADDR with stats, expect-rdma=$expect"
 export VSOCK_UPGRADE_TIMEOUT_MS=${VSOCK_UPGRADE_TIMEOUT_MS:-3000}
 
 failed=0 passed=0 missing=0 limited=0
+# One line per failure, printed again at the end: a long output is cut in
+# the middle (CI's record of session 32's failure kept neither the program
+# nor its difference).
+problems=()
 # The program once more (an early upgrade's writes before a late Bound):
 # its stats replace the first run's in $err; a failure counts.
 run_again() {
@@ -81,6 +85,7 @@ run_again() {
     return 0
   fi
   echo "  $name failed when run again"
+  problems+=("$name: failed when run again")
   failed=$((failed + 1))
   return 1
 }
@@ -116,6 +121,7 @@ for prog in "$bindir"/*; do
         echo "  FLAKY: $name failed once (above) and matched the kernel when run again"
       else
         failed=$((failed + 1))
+        problems+=("$name: differs from the kernel, twice; first: $(echo "$out" | grep -E '^[-+][^-+]|FAIL' | head -3 | tr '\n' ' ')")
         echo "  $name failed again"
       fi
     fi
@@ -133,6 +139,7 @@ for prog in "$bindir"/*; do
   fi
   if [ $expect = 1 ] && [ $wanted = yes ] && ! [ "${sent:-0}" -gt 0 ]; then
     echo "  --expect-rdma: $name sent no byte over RDMA"
+    problems+=("$name: sent no byte over RDMA")
     missing=$((missing + 1))
   fi
   if [ $expect = 1 ] && [[ $FORK_KEEP_PROGRAMS == *" $name "* ]]; then
@@ -140,12 +147,14 @@ for prog in "$bindir"/*; do
     echo "  $name: forks that kept RDMA ${kept:-0}, connections handed back for a child ${handed:-0}"
     if ! [ "${kept:-0}" -gt 0 ] || ! [ "${handed:-0}" -gt 0 ]; then
       echo "  --expect-rdma: $name: no fork kept its connections on RDMA, or no child's use handed one back"
+      problems+=("$name: forks that kept RDMA ${kept:-0}, handbacks ${handed:-0}")
       missing=$((missing + 1))
     fi
   fi
   ud_received=$(ut_stat "$err" udp_ud_receives)
   if [ $expect = 1 ] && [[ $UD_PROGRAMS == *" $name "* ]] && ! [ "${ud_received:-0}" -gt 0 ]; then
     echo "  --expect-rdma: $name received no datagram over UD"
+    problems+=("$name: received no datagram over UD")
     missing=$((missing + 1))
   fi
   tcp_sent=$(ut_stat "$err" tcp_bytes_sent)
@@ -159,10 +168,12 @@ for prog in "$bindir"/*; do
   # ring. More than 4096 bytes is not.
   if [ $expect = 1 ] && [[ $ALL_RDMA_PROGRAMS == *" $name "* ]] && [ "${tcp_sent:-0}" -gt 4096 ]; then
     echo "  --expect-rdma: $name sent $tcp_sent bytes on TCP before its upgrade"
+    problems+=("$name: sent $tcp_sent bytes on TCP before its upgrade")
     missing=$((missing + 1))
   elif [ $expect = 1 ] && [[ $ALL_RDMA_PROGRAMS == *" $name "* ]] && [ "${tcp_sent:-0}" != 0 ]; then
     echo "  $name: its first $tcp_sent bytes went on TCP before a late Bound, again (at most 4096 allowed)"
   fi
 done
+for problem in "${problems[@]}"; do echo "PROBLEM: $problem"; done
 echo "conformance over $VSOCK_TEST_ADDR: $passed passed, $failed failed, $limited known limits; RDMA expected and missing (or TCP where none was expected): $missing"
 [ $failed = 0 ] && [ $passed -gt 0 ] && [ $missing = 0 ]

@@ -172,6 +172,10 @@ core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int
 core::Result<size_t> StreamSocket::recv_tcp_eof() {
   using R = core::Result<size_t>;
   if (reader_.token_pending()) {
+    // After our own SHUT_RD the kernel's 0 is no end of the client's
+    // stream: its token may still come (check_token_locked). The
+    // application reads the end of file meanwhile, as on the kernel.
+    if (read_shut_) return R::ok(0);
     // TCP ended before a Switch's count and token: not the TCP client's
     // Switch (the client's count is bytes that were on TCP): its end is
     // the connection's.

@@ -35,6 +35,10 @@ void StreamSocket::check_token_locked(int fd) {
   ssize_t n = sys::real().recv(fd, seen, sizeof seen, MSG_PEEK | MSG_DONTWAIT);
   if (n < 0) {
     if (errno != EAGAIN && errno != EINTR) verdict = Verdict::kOther;
+  } else if (n == 0 && read_shut_) {
+    // Our application's own SHUT_RD, not the client's end: the kernel
+    // reads 0 from an empty queue then, yet still queues what comes, and
+    // the token may be on its way (the engine's deadline bounds the wait).
   } else if (n == 0 || std::memcmp(seen, token_, static_cast<size_t>(n)) != 0) {
     verdict = Verdict::kOther;  // the end of the stream, or the client's own bytes
   } else if (static_cast<size_t>(n) == sizeof seen) {
