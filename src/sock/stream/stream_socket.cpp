@@ -663,11 +663,13 @@ bool StreamSocket::tcp_rules_out_switch_locked() {
   // read past that count: this client writes on TCP, and a close with
   // unread bytes is the kernel's reset, now, not after a wait.
   if (reader_.switch_known()) return false;  // the token is check_token_locked()'s
-  const int fd = dup_own_fd();
+  // Our own copy once the close waits (no new fd each look: a copy takes
+  // the lowest free number, which may be one the application just closed).
+  const int fd = close_fd_ >= 0 ? close_fd_ : dup_own_fd();
   if (fd < 0) return false;
   uint8_t seen[wire::kSwitchTokenSize];
   const ssize_t n = sys::real().recv(fd, seen, sizeof seen, MSG_PEEK | MSG_DONTWAIT);
-  sys::real().close(fd);
+  if (fd != close_fd_) sys::real().close(fd);
   if (n < 0) return false;  // nothing unread (EAGAIN): the token may still come
   return n == 0 || reader_.tcp_read() != bound_count_ || std::memcmp(seen, token_, static_cast<size_t>(n)) != 0;
 }

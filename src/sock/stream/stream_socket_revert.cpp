@@ -5,7 +5,6 @@
 // not consumed, and leaves the socket to the kernel too.
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 
@@ -282,32 +281,11 @@ void StreamSocket::set_fd_hint(int fd) {
   if (::fstat(fd, &st) == 0) inode_ = st.st_ino;
 }
 
-namespace {
-
-// Where the library's own copies of a socket go: half the soft limit on
-// open files, at most 1024 (a higher number grows the process's fd table),
-// read once; not the lowest free number. The lowest free number is often
-// one the application has just closed and may still name: epoll_ctl
-// (EPOLL_CTL_DEL) of it must fail with EBADF, not find our copy
-// (epoll_close over RDMA saw ENOENT once).
-int private_fd_floor() {
-  static const int floor = [] {
-    rlimit limit{};
-    if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
-    const rlim_t half = limit.rlim_cur == RLIM_INFINITY ? 1024 : limit.rlim_cur / 2;
-    return static_cast<int>(half < 1024 ? half : 1024);
-  }();
-  return floor;
-}
-
-}  // namespace
-
 int StreamSocket::dup_own_fd() const {
   // After the application's close, only our own dups are left.
   for (int fd : {close_fd_, token_fd_, last_fd_, fd_hint_}) {
     if (fd < 0 || inode_ == 0) continue;
-    int copy = sys::real().fcntl(fd, F_DUPFD_CLOEXEC, private_fd_floor());
-    if (copy < 0) copy = sys::real().fcntl(fd, F_DUPFD_CLOEXEC, 0);  // none free up there
+    int copy = sys::real().fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (copy < 0) continue;
     struct stat st {};
     if (::fstat(copy, &st) == 0 && st.st_ino == inode_) return copy;
