@@ -679,10 +679,6 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
   switch (immediate.type) {
     case ImmediateType::kData: {
       if (peer_fin_) return violation("data after FIN");
-      // The write's length is the distance from our tail to where it ends.
-      // The device reports how many bytes it carried; a length that differs
-      // (or none: a DATA delivered twice ends where we stand) would make us
-      // hand out bytes the peer never wrote.
       // Our socket closed before this write came: the peer wrote as we
       // closed, and a channel waiting to be parked has revoked its ring
       // (revoke_ring), so neither its position nor its credit holds. The
@@ -692,6 +688,10 @@ void StreamChannel::handle_receive(const ibv_wc& wc, const uint8_t* slot) {
         abort();
         return;
       }
+      // The write's length is the distance from our tail to where it ends.
+      // The device reports how many bytes it carried; a length that differs
+      // (or none: a DATA delivered twice ends where we stand) would make us
+      // hand out bytes the peer never wrote.
       const uint64_t length = distance_to(ring_.index().tail(), immediate.value);
       if (length == 0 || wc.byte_len != length) return position_fault("DATA length differs from the bytes written");
       if (!credit_.accepts_write(ring_.available(), length) || !ring_.on_peer_write(length))
