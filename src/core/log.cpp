@@ -91,13 +91,13 @@ void log_message(LogLevel level, const char* format, ...) {
   int head = std::snprintf(line, sizeof line, "libvsock[%ld]: %s: ", static_cast<long>(::syscall(SYS_getpid)),
                            log_level_name(level));
   if (log_enabled(LogLevel::kDebug)) {
-    // With debug logging on, every line carries the monotonic clock (s.ms):
+    // With debug logging on, every line carries the monotonic clock (s.µs):
     // the lines are read to see what took how long, across processes (the
     // failure tests time a resume from the fault to these lines).
     timespec now{};
     clock_gettime(CLOCK_MONOTONIC, &now);
-    head += std::snprintf(line + head, sizeof line - head, "[%ld.%03ld] ", static_cast<long>(now.tv_sec),
-                          now.tv_nsec / 1000000);
+    head += std::snprintf(line + head, sizeof line - head, "[%ld.%06ld] ", static_cast<long>(now.tv_sec),
+                          now.tv_nsec / 1000);
   }
   va_list args;
   va_start(args, format);

@@ -101,7 +101,7 @@ ut_free_port() {
 }
 
 # ut_clock: the monotonic clock in seconds, as the library's debug lines
-# show it ([s.ms]; /proc/uptime counts the same in a guest that was never
+# show it ([s.µs]; /proc/uptime counts the same in a guest that was never
 # suspended, to 10 ms).
 ut_clock() { cut -d' ' -f1 /proc/uptime; }
 

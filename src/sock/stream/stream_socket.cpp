@@ -91,6 +91,10 @@ void StreamSocket::release() {
 // ------------------------------------------------------------ the upgrade --
 
 void StreamSocket::apply(UpgradeAction action) {
+  // At trace level each step of the upgrade is a line with its time: what
+  // a connection's set-up spends where (docs/performance.md).
+  VSOCK_LOG(kTrace, "fd %d: upgrade event %s, now %s", fd_hint_, event_name(upgrade_.last_event()),
+            phase_name(upgrade_.phase()));
   switch (action) {
     case UpgradeAction::kNone:
       break;
