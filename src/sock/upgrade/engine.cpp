@@ -265,6 +265,7 @@ void Engine::run() {
     sys::real().poll(fds.data(), static_cast<nfds_t>(fds.size()), timeout);
     bool channel_woke = false;
     for (size_t i = 3; i < fds.size(); ++i) channel_woke = channel_woke || (fds[i].revents & POLLIN) != 0;
+    const bool cm_event = (fds[0].revents & POLLIN) != 0;
     if (fds[1].revents & POLLIN) {
       uint64_t value;
       (void)!sys::real().read(wake_fd_, &value, sizeof value);
@@ -273,12 +274,14 @@ void Engine::run() {
     // (bounded) for the peer's device.
     if (fds[2].revents & POLLIN) serve_owner_inbox(hand_back_for_child);
     std::lock_guard<std::mutex> held(mu_);
-    for (int i = 0; i < 64; ++i) {
+    // Only when poll saw one: every look at an empty rdma_cm channel is a
+    // failed system call (the set-up of a connection makes several loops).
+    for (int i = 0; cm_event && i < 64; ++i) {
       core::Result<rdma::CmEvent> event = channel_.next_event(0);
       if (!event) break;
       dispatch(event.value());
     }
-    if (channel_woke) drain_channel_events();
+    if (channel_woke) drain_channel_events(fds);
     check_timers();
   }
 }

@@ -391,8 +391,9 @@ class Engine final : public UpgradeEngine {
   // under way (watched_channel; each armed). False if a completion came in
   // the meantime (do not sleep).
   bool add_channel_fds(std::vector<pollfd>* fds);
-  // After one of them woke the thread: reads their events.
-  void drain_channel_events();
+  // After some of them woke the thread: reads the events of those (the
+  // fds poll found readable; the others have none to read).
+  void drain_channel_events(const std::vector<pollfd>& woken);
   StreamChannel* watched_channel(const Tracked& tracked);
 
   const rdma::Device& device_;

@@ -2,6 +2,8 @@
 // whose stream ended cleanly on both sides leaves its queue pair
 // connected, and the next connection between the same two processes takes
 // it with an Attach: no rdma_cm round trip, no queue pair, no registration.
+#include <algorithm>
+
 #include "sock/upgrade/engine.hpp"
 #include "sock/wire/attach_message.hpp"
 
@@ -423,11 +425,21 @@ bool Engine::add_channel_fds(std::vector<pollfd>* fds) {
   return quiet;
 }
 
-void Engine::drain_channel_events() {
-  for (size_t i = 0; i < parked_.size(); ++i) parked_.at(i).channel->drain_events();
+void Engine::drain_channel_events(const std::vector<pollfd>& woken) {
+  // By fd: the lists may have changed while the thread slept (a channel
+  // that now has a woken one's number has at worst nothing to read).
+  auto did_wake = [&woken](int fd) {
+    return std::any_of(woken.begin(), woken.end(),
+                       [fd](const pollfd& p) { return p.fd == fd && (p.revents & POLLIN) != 0; });
+  };
+  for (size_t i = 0; i < parked_.size(); ++i) {
+    StreamChannel& channel = *parked_.at(i).channel;
+    if (did_wake(channel.completion_fd())) channel.drain_events();
+  }
   for (const Tracked& tracked : tracked_) {
     std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
-    if (StreamChannel* channel = watched_channel(tracked); channel != nullptr) channel->drain_events();
+    StreamChannel* channel = watched_channel(tracked);
+    if (channel != nullptr && did_wake(channel->completion_fd())) channel->drain_events();
   }
 }
 
