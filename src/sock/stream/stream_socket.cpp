@@ -671,11 +671,20 @@ bool StreamSocket::tcp_rules_out_switch_locked() {
   // the lowest free number, which may be one the application just closed).
   const int fd = close_fd_ >= 0 ? close_fd_ : dup_own_fd();
   if (fd < 0) return false;
-  uint8_t seen[wire::kSwitchTokenSize];
-  const ssize_t n = sys::real().recv(fd, seen, sizeof seen, MSG_PEEK | MSG_DONTWAIT);
+  const TcpAtSwitchPoint seen = peek_switch_point_locked(fd);
   if (fd != close_fd_) sys::real().close(fd);
-  if (n < 0) return false;  // nothing unread (EAGAIN): the token may still come
-  return n == 0 || reader_.tcp_read() != bound_count_ || std::memcmp(seen, token_, static_cast<size_t>(n)) != 0;
+  switch (seen) {
+    case TcpAtSwitchPoint::kNothingYet:
+      return false;  // nothing unread (or our own SHUT_RD's 0): the token may still come
+    case TcpAtSwitchPoint::kTokenPrefix:
+    case TcpAtSwitchPoint::kToken:
+      return reader_.tcp_read() != bound_count_;  // the token, but not where a Bound put the switch
+    case TcpAtSwitchPoint::kOtherBytes:
+    case TcpAtSwitchPoint::kEnd:
+    case TcpAtSwitchPoint::kError:
+      break;
+  }
+  return true;
 }
 
 bool StreamSocket::close_finished() {

@@ -341,6 +341,14 @@ class StreamSocket final : public ManagedSocket {
   // TCP bytes that came while reads come from TCP (for activity()).
   void note_tcp_arrivals_locked(int fd);
   // The token (docs/protocol.md §2, "Who may switch"; stream_socket_token.cpp).
+  // Server: what waits unread on TCP where the client's token would be (a
+  // peek of fd; the caller knows it is at the switch point): nothing yet
+  // (or a 0 after our own SHUT_RD, which still lets the token come), a
+  // prefix of the token, the whole token, other bytes, the stream's end,
+  // or an error of the socket. One look for both of its readers:
+  // check_token_locked and tcp_rules_out_switch_locked.
+  enum class TcpAtSwitchPoint : uint8_t { kNothingYet, kTokenPrefix, kToken, kOtherBytes, kEnd, kError };
+  TcpAtSwitchPoint peek_switch_point_locked(int fd);
   // Server: looks on TCP for the client's token at the switch point once
   // it is due (fd < 0: through a dup of our own); found, the Switch counts
   // and ours goes out; anything else refuses the Switch.

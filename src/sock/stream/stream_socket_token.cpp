@@ -22,6 +22,21 @@
 
 namespace vsock::sock {
 
+StreamSocket::TcpAtSwitchPoint StreamSocket::peek_switch_point_locked(int fd) {
+  uint8_t seen[wire::kSwitchTokenSize];
+  const ssize_t n = sys::real().recv(fd, seen, sizeof seen, MSG_PEEK | MSG_DONTWAIT);
+  if (n < 0) return errno == EAGAIN || errno == EINTR ? TcpAtSwitchPoint::kNothingYet : TcpAtSwitchPoint::kError;
+  // Our application's own SHUT_RD, not the client's end: the kernel reads
+  // 0 from an empty queue then, yet still queues what comes, and the token
+  // may be on its way.
+  if (n == 0) return read_shut_ ? TcpAtSwitchPoint::kNothingYet : TcpAtSwitchPoint::kEnd;
+  if (std::memcmp(seen, token_, static_cast<size_t>(n)) != 0) return TcpAtSwitchPoint::kOtherBytes;
+  // (A prefix: the rest is on its way. The client's own bytes match a
+  // prefix of n random bytes once in 2^(8n): that connection waits for its
+  // next bytes, never misreads one.)
+  return static_cast<size_t>(n) == sizeof seen ? TcpAtSwitchPoint::kToken : TcpAtSwitchPoint::kTokenPrefix;
+}
+
 void StreamSocket::check_token_locked(int fd) {
   if (kernel_only() || !reader_.token_due()) return;
   int own = -1;
@@ -30,30 +45,19 @@ void StreamSocket::check_token_locked(int fd) {
     if (own < 0) return;  // no fd of ours is open now: the next call brings one
     fd = own;
   }
-  enum class Verdict : uint8_t { kWait, kFound, kOther } verdict = Verdict::kWait;
-  uint8_t seen[wire::kSwitchTokenSize];
-  ssize_t n = sys::real().recv(fd, seen, sizeof seen, MSG_PEEK | MSG_DONTWAIT);
-  if (n < 0) {
-    if (errno != EAGAIN && errno != EINTR) verdict = Verdict::kOther;
-  } else if (n == 0 && read_shut_) {
-    // Our application's own SHUT_RD, not the client's end: the kernel
-    // reads 0 from an empty queue then, yet still queues what comes, and
-    // the token may be on its way (the engine's deadline bounds the wait).
-  } else if (n == 0 || std::memcmp(seen, token_, static_cast<size_t>(n)) != 0) {
-    verdict = Verdict::kOther;  // the end of the stream, or the client's own bytes
-  } else if (static_cast<size_t>(n) == sizeof seen) {
+  const TcpAtSwitchPoint seen = peek_switch_point_locked(fd);
+  bool found = false;
+  if (seen == TcpAtSwitchPoint::kToken) {
     // Peeked whole: the same bytes are there to take.
-    verdict = sys::real().recv(fd, seen, sizeof seen, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof seen)
-                  ? Verdict::kFound
-                  : Verdict::kOther;
+    uint8_t token[wire::kSwitchTokenSize];
+    found = sys::real().recv(fd, token, sizeof token, MSG_DONTWAIT) == static_cast<ssize_t>(sizeof token);
   }
-  // (A prefix of it: the rest is on its way. The client's own bytes match a
-  // prefix of n random bytes once in 2^(8n): that connection waits for its
-  // next bytes, never misreads one.)
   if (own >= 0) sys::real().close(own);
-  if (verdict == Verdict::kWait) return;
-  if (verdict == Verdict::kOther) {
-    refuse_switch_locked(n == 0 ? "TCP ended where its token should be" : "no token at its switch point");
+  // Not yet: the engine's deadline bounds the wait.
+  if (seen == TcpAtSwitchPoint::kNothingYet || seen == TcpAtSwitchPoint::kTokenPrefix) return;
+  if (!found) {
+    refuse_switch_locked(seen == TcpAtSwitchPoint::kEnd ? "TCP ended where its token should be"
+                                                         : "no token at its switch point");
     return;
   }
   reader_.on_token();
