@@ -107,20 +107,23 @@ done
 kernel_p50=$(grep '^column=kernel ' "$raw" | field p50_us | median)
 kernel_first=$(grep '^column=kernel ' "$raw" | field first_us | median)
 echo
-echo "| column | first connection µs | later: p50 µs | p99 µs | p50 / kernel | first / kernel | upgraded / connections | request bytes over RDMA |"
-echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+echo "| column | first connection µs | later: p50 µs | p99 µs | p50 / kernel | first / kernel | upgraded / connections | request bytes over RDMA | later p50 µs: connect / exchange / close |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for c in "${columns[@]}"; do
   rows=$(grep "^column=$c " "$raw")
-  [ -n "$rows" ] || { echo "| $c | failed | | | | | | |"; continue; }
+  [ -n "$rows" ] || { echo "| $c | failed | | | | | | | |"; continue; }
   first=$(field first_us <<<"$rows" | median) p50=$(field p50_us <<<"$rows" | median) p99=$(field p99_us <<<"$rows" | median)
   up=$(field upgraded <<<"$rows" | median) share=$(field rdma_share <<<"$rows" | median)
   ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0 && a != "-") printf "%.2f", a / b; else print "-" }'; }
-  echo "| $c | $first | $p50 | $p99 | $(ratio "$p50" "$kernel_p50") | $(ratio "$first" "$kernel_first") | ${up:--} / $conns | ${share:--} |"
+  parts="$(field connect_p50_us <<<"$rows" | median) / $(field exchange_p50_us <<<"$rows" | median) / $(field close_p50_us <<<"$rows" | median)"
+  echo "| $c | $first | $p50 | $p99 | $(ratio "$p50" "$kernel_p50") | $(ratio "$first" "$kernel_first") | ${up:--} / $conns | ${share:--} | $parts |"
 done
 echo
 echo "$conns connections per run (socket, connect, 64 B request and answer, close; one after the other), medians of $rounds" \
   "runs per column, each a fresh server (vCPU 0) and client (vCPU 1) at $addr; libvsock: both ends preloaded," \
   "VSOCK_UPGRADE_TIMEOUT_MS=$upgrade_ms. upgraded: the client's upgrades_done; request bytes over RDMA: the client's" \
-  "rdma_bytes_sent / (rdma_bytes_sent + tcp_bytes_sent), the Hello and the request of every connection."
+  "rdma_bytes_sent / (rdma_bytes_sent + tcp_bytes_sent), the Hello and the request of every connection." \
+  "connect / exchange / close: medians of the runs' p50 of each part of a later connection (socket() to the Hello" \
+  "written, the request and its answer, close())."
 [ -s "$work/errors" ] && { echo; echo "errors:"; sort "$work/errors" | uniq -c | sort -rn | head -n 5; }
 exit 0

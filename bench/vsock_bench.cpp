@@ -60,7 +60,9 @@
 // first one is the figure a new process pays), each: socket, connect, the
 // Hello, one --size request, its echo, close; the time of each from
 // socket() to close()'s return. Prints the first connection's (first_us)
-// and, over the others, p50/p99/mean (the later connections' set-up cost).
+// and, over the others, p50/p99/mean (the later connections' set-up cost)
+// and the p50 of each part: connect_p50_us (socket to the Hello written),
+// exchange_p50_us (the request and its echo), close_p50_us.
 // Whether they went over RDMA is the harness's to count (the library's
 // VSOCK_STATS=1 line at exit: bench/setup_time.sh).
 //
@@ -650,25 +652,38 @@ int run_tcp_connections(const Options& o) {
   std::vector<double> samples;
   samples.reserve(static_cast<size_t>(o.iters));
   const double deadline = now_seconds() + o.seconds;
+  // Where each later connection's time went (µs): socket() to the
+  // Hello written (connect_tcp), the request and its answer, close().
+  std::vector<double> in_connect, in_exchange, in_close;
   double first_us = -1;
   for (long i = 0; i < o.iters && now_seconds() < deadline; ++i) {
     const double t0 = now_seconds();
     int fd = connect_tcp(o, Test::kTcpLatency);
+    const double t1 = now_seconds();
     if (!write_all(fd, out.data(), out.size()) || !read_exact(fd, in.data(), in.size())) die("request on a new connection");
+    const double t2 = now_seconds();
     close(fd);
-    const double us = (now_seconds() - t0) * 1e6;
-    if (first_us < 0)
+    const double t3 = now_seconds();
+    const double us = (t3 - t0) * 1e6;
+    if (first_us < 0) {
       first_us = us;
-    else
-      samples.push_back(us);
+      continue;
+    }
+    samples.push_back(us);
+    in_connect.push_back((t1 - t0) * 1e6);
+    in_exchange.push_back((t2 - t1) * 1e6);
+    in_close.push_back((t3 - t2) * 1e6);
   }
   if (samples.empty()) {
     std::fprintf(stderr, "vsock_bench: only the first connection completed within --seconds\n");
     return 1;
   }
   LatencySummary s = summarize(samples);
-  std::printf("result test=tcp-conn size=%u conns=%zu first_us=%.1f p50_us=%.1f p99_us=%.1f mean_us=%.1f max_us=%.1f\n",
-              o.size, samples.size() + 1, first_us, s.p50, s.p99, s.mean, s.max);
+  std::printf(
+      "result test=tcp-conn size=%u conns=%zu first_us=%.1f p50_us=%.1f p99_us=%.1f mean_us=%.1f max_us=%.1f"
+      " connect_p50_us=%.1f exchange_p50_us=%.1f close_p50_us=%.1f\n",
+      o.size, samples.size() + 1, first_us, s.p50, s.p99, s.mean, s.max, summarize(in_connect).p50,
+      summarize(in_exchange).p50, summarize(in_close).p50);
   return 0;
 }
 
