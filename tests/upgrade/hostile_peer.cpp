@@ -814,13 +814,15 @@ int main(int argc, char** argv) {
     report(p, mode.c_str(), 2000);
   } else if (mode == "overflow") {
     // The server holds off reading for 3 s: its ring has room for cap -
-    // L more bytes (L: the command it consumed and has not credited).
-    // Fill it to the end, then 1 byte more at its start.
+    // L more bytes (L: the command it consumed), plus L once it credits
+    // the command (that CREDIT may be on its way). Fill it to the end,
+    // then L + 1 bytes more at its start: 1 byte beyond the most it can
+    // have allowed, whether its CREDIT went out first or not.
     std::string line = "read overflow 3000\n";
     command(p, line);
     uint64_t rest = cap - p.tail;
     write_at(p, p.tail, 'A', uint32_t(rest), kData | pos(p.tail + rest));
-    write_at(p, 0, 'Z', 1, kData | pos(p.tail + rest + 1));
+    write_at(p, 0, 'Z', uint32_t(p.tail + 1), kData | pos(p.tail + rest + p.tail + 1));
     report(p, mode.c_str(), 4000);
   } else if (mode == "oob-end" || mode == "oob-before" || mode == "bad-rkey") {
     cmd("read " + mode);
