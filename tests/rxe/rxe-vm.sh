@@ -9,7 +9,8 @@
 # busybox initramfs, sees the host's / read-only under a throw-away overlay
 # and the current directory read-write, creates rxe0 on a dummy netdev with
 # an IPv4 address, and runs CMD chrooted in that view of the host, in the
-# same directory, with the same exported environment, stdin from /dev/null.
+# same directory, with the same exported environment (PATH with the system
+# directories first), stdin from /dev/null.
 # CMD's stdout and stderr are streamed here as it runs; the exit status is
 # CMD's, 124 on timeout, 125 if the VM or rxe0 could not be set up.
 #
