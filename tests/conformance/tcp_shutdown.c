@@ -1,6 +1,7 @@
 /* EOF and half-close: shutdown(SHUT_WR/SHUT_RD/SHUT_RDWR), data before the
  * FIN, sticky EOF, EPIPE after our own SHUT_WR, revents of half-closed
- * sockets, and the reset that follows writing to / closing on a dead peer. */
+ * sockets, a close right after SHUT_RD, and the reset that follows writing
+ * to / closing on a dead peer. */
 #include "common.h"
 #include "warm_up.h"
 
@@ -109,6 +110,27 @@ static void write_to_closed_peer(int gone_ms) {
   close(server);
 }
 
+/* The server reads nothing: SHUT_RD and close right after the accept. Over
+ * the library that is within 250 ms of its Bound, while the client's Switch
+ * and token may be on their way: the close waits for them rather than reset
+ * the connection on an unread token, and the client sees the kernel's FIN,
+ * then, once it writes to the closed socket, the kernel's reset. */
+static void shut_read_then_close(void) {
+  int client, server;
+  ct_tcp_pair(&client, &server);
+  char buf[16];
+  CT_RC("server shutdown SHUT_RD at once", shutdown(server, SHUT_RD), 0);
+  CT_RC("server close after SHUT_RD", close(server), 0);
+  wait_for(client, POLLRDHUP);
+  show_poll("client after the peer's SHUT_RD and close", client);
+  CT_RC("client recv at EOF", recv(client, buf, sizeof buf, 0), 0);
+  CT_RC("client send to the closed peer is accepted", send(client, "x", 1, 0), 1);
+  wait_for(client, POLLERR);
+  show_poll("client after the peer's reset", client);
+  CT_ERR("client send after reset", send(client, "y", 1, 0), EPIPE);
+  close(client);
+}
+
 static void close_with_unread_data(void) {
   int client, server;
   ct_tcp_pair(&client, &server);
@@ -131,6 +153,7 @@ int main(void) {
   close_both();
   write_to_closed_peer(0);
   write_to_closed_peer(300);
+  shut_read_then_close();
   close_with_unread_data();
   return 0;
 }
