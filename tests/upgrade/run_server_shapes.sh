@@ -19,7 +19,9 @@
 # its bytes over RDMA, and the device's packet counter must have grown
 # (fork-slow: only every byte echoed whole, no connection reset; its
 # connections are handed back to TCP at the child's first use).
-# VSOCK_TEST_KEEP=1 keeps the logs (in $TMPDIR, default /tmp).
+# VSOCK_TEST_KEEP=1 keeps the logs (in $TMPDIR, default /tmp); both sides
+# log at VSOCK_SHAPES_LOG_LEVEL (default info: a connection the library
+# resets says why), shown when a shape fails.
 source "$(dirname "$0")/upgrade_test_lib.sh"
 [ $# -ge 2 ] || { echo "usage: $0 SERVER_SHAPES PRELOAD [SHAPE...]"; exit 2; }
 bin=$(ut_abs "$1") preload=$(ut_abs "$2")
@@ -37,6 +39,8 @@ addr=$(ut_address)
 export VSOCK_UPGRADE_TIMEOUT_MS=${VSOCK_UPGRADE_TIMEOUT_MS:-10000}
 conns=${VSOCK_SHAPES_CONNS:-20}
 bytes=${VSOCK_SHAPES_BYTES:-1048576}
+# The library's log level on both sides (info: a reset says why).
+log_level=${VSOCK_SHAPES_LOG_LEVEL:-info}
 work=$(mktemp -d "${TMPDIR:-/tmp}/vsock-shapes.XXXXXX") || exit 2
 cd /tmp
 server_pid=""
@@ -51,18 +55,28 @@ rxe_sent() {
   [ -r "$f" ] && cat "$f" || echo 0
 }
 
+# show_logs TAG: the library's log lines (not its stats) of both sides.
+show_logs() {
+  local side
+  for side in client server; do
+    [ -r "$work/$1.$side.stats" ] || continue
+    echo "---- $1 $side log ----"
+    grep -v ' stats: ' "$work/$1.$side.stats" | tail -n 30
+  done
+}
+
 # run_shape SHAPE PRELOADED: server and client, checked; prints MEASURED.
 run_shape() {
   local shape=$1 preloaded=$2 lib="" label=kernel
   [ "$preloaded" = 1 ] && lib=$preload && label=libvsock
   local tag=$shape-$label portfile=$work/$shape-$label.port
   rm -f "$portfile"
-  env -u LD_PRELOAD ${lib:+LD_PRELOAD=$lib} VSOCK_STATS=1 VSOCK_LOG_FILE="$work/$tag.server.stats" \
+  env -u LD_PRELOAD ${lib:+LD_PRELOAD=$lib} VSOCK_STATS=1 VSOCK_LOG_LEVEL="$log_level" VSOCK_LOG_FILE="$work/$tag.server.stats" \
     "$bin" server "$shape" "$addr" "$portfile" 4 >"$work/$tag.server.out" 2>&1 &
   local launcher=$!
   local sent0
   sent0=$(rxe_sent)
-  timeout 300 env -u LD_PRELOAD ${lib:+LD_PRELOAD=$lib} VSOCK_STATS=1 VSOCK_LOG_FILE="$work/$tag.client.stats" \
+  timeout 300 env -u LD_PRELOAD ${lib:+LD_PRELOAD=$lib} VSOCK_STATS=1 VSOCK_LOG_LEVEL="$log_level" VSOCK_LOG_FILE="$work/$tag.client.stats" \
     "$bin" client "$addr" "$portfile" "$conns" "$bytes" >"$work/$tag.client.out" 2>&1
   local rc=$? sent1
   sent1=$(rxe_sent)
@@ -77,6 +91,7 @@ run_shape() {
   if [ $rc != 0 ]; then
     echo "---- $tag client ----"; tail -n 20 "$work/$tag.client.out"
     echo "---- $tag server ----"; tail -n 20 "$work/$tag.server.out"
+    show_logs "$tag"
     ut_fail "$shape ($label): client exit $rc"
   fi
   if [ "$preloaded" = 0 ]; then
@@ -97,7 +112,7 @@ run_shape() {
   if [ "$shape" = fork-slow ]; then
     local resets
     resets=$(ut_stat "$work/$tag.client.stats" upgrade_resets)
-    [ "${resets:-0}" = 0 ] || ut_fail "$shape: $resets connections reset"
+    [ "${resets:-0}" = 0 ] || { show_logs "$tag"; ut_fail "$shape: $resets connections reset"; }
     return
   fi
   # fork-late: the first connection comes before any fork, while the
