@@ -51,7 +51,12 @@ case_run() {
   echo "MEASURED $label: the $survivor ended ${secs} s after the $victim was killed (exit $rc)"
   grep -E 'differs|extra bytes|different bytes' "$work/$label.$survivor.err" &&
     ut_fail "$label: the $survivor read wrong bytes"
-  [ "$rc" != 0 ] && [ "$rc" != 137 ] || { tail "$work/$label.$survivor.err"; ut_fail "$label: the $survivor did not fail its connections (exit $rc)"; }
+  [ "$rc" != 0 ] && [ "$rc" != 137 ] || {
+    tail "$work/$label.$survivor.err"
+    echo "---- the $survivor's library log"
+    grep -v ' stats: ' "$work/$label.$survivor.log" 2>/dev/null | tail -n 40
+    ut_fail "$label: the $survivor did not fail its connections (exit $rc)"
+  }
   awk -v s="$secs" -v b="$bound_s" 'BEGIN { exit !(s <= b) }' || ut_fail "$label: ${secs} s is beyond the ${bound_s} s bound"
   if [ -n "$lib" ]; then
     [ "$(ut_stat "$work/$label.$survivor.log" upgrades_done)" -ge 1 ] ||
