@@ -27,6 +27,11 @@ side() {  # side LABEL ROLE PORT PRELOADED: sets PID
   PID=$!
 }
 
+show_log() {  # show_log LABEL.SIDE: the library's log lines (info), not its stats
+  echo "---- $1: library log"
+  grep -v ' stats: ' "$work/$1.log" 2>/dev/null | tail -n 40
+}
+
 # case VICTIM(server|client) PRELOADED("" or 1)
 case_run() {
   local victim=$1 lib=$2 label port spid cpid dead alive at end rc mode
@@ -38,7 +43,13 @@ case_run() {
   port=$(ut_wait_line "$work/$label.server.out" '^listening [0-9]+' 30 "$spid") || ut_fail "$label: server did not start"
   side "$label.client" client "$port" "$lib"
   cpid=$PID
-  sleep 4  # the connections upgrade and stream
+  # Every connection made (under the library each connect() waits for its
+  # upgrade: on a loaded host the client once had not made all of them
+  # 4 s on, and the server waited in accept() for its --timeout), then a
+  # while of streaming.
+  ut_wait_line "$work/$label.server.out" '^accepted ' 60 "$spid" >/dev/null ||
+    { cat "$work/$label.server.err" "$work/$label.client.err"; ut_fail "$label: the connections were not made within 60 s"; }
+  sleep 2
   kill -0 "$cpid" 2>/dev/null || { cat "$work/$label.client.err"; ut_fail "$label: the client ended early"; }
   if [ "$victim" = server ]; then dead=$spid alive=$cpid; else dead=$cpid alive=$spid; fi
   at=$(date +%s.%N)
@@ -53,11 +64,11 @@ case_run() {
     ut_fail "$label: the $survivor read wrong bytes"
   [ "$rc" != 0 ] && [ "$rc" != 137 ] || {
     tail "$work/$label.$survivor.err"
-    echo "---- the $survivor's library log"
-    grep -v ' stats: ' "$work/$label.$survivor.log" 2>/dev/null | tail -n 40
+    show_log "$label.$survivor"
     ut_fail "$label: the $survivor did not fail its connections (exit $rc)"
   }
-  awk -v s="$secs" -v b="$bound_s" 'BEGIN { exit !(s <= b) }' || ut_fail "$label: ${secs} s is beyond the ${bound_s} s bound"
+  awk -v s="$secs" -v b="$bound_s" 'BEGIN { exit !(s <= b) }' ||
+    { show_log "$label.$survivor"; ut_fail "$label: ${secs} s is beyond the ${bound_s} s bound"; }
   if [ -n "$lib" ]; then
     [ "$(ut_stat "$work/$label.$survivor.log" upgrades_done)" -ge 1 ] ||
       ut_fail "$label: no connection of the $survivor was on RDMA"
