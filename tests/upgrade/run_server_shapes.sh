@@ -27,7 +27,8 @@ source "$(dirname "$0")/upgrade_test_lib.sh"
 bin=$(ut_abs "$1") preload=$(ut_abs "$2")
 shift 2
 shapes=("$@")
-[ ${#shapes[@]} -gt 0 ] || shapes=(prefork prefork-lock daemon fork-per-conn fork-late fork-slow listen-once threads reuseport reuseport-master reuseport-closed inetd)
+# (fork-slow is not in the default list: its own test, label open_bug.)
+[ ${#shapes[@]} -gt 0 ] || shapes=(prefork prefork-lock daemon fork-per-conn fork-late listen-once threads reuseport reuseport-master reuseport-closed inetd)
 addr=$(ut_address)
 # This test is about where the upgrade happens, not how fast: with two
 # guests booted side by side (ctest -j2) one rdma_cm round trip under TCG
