@@ -17,17 +17,7 @@ VSOCK_EXPORT int close(int fd) {
   // handed to a socket another thread is creating.
   if (!sys::in_library()) {
     ErrnoKeeper keep;
-    {
-      sock::SocketRef ref = sock::lookup_socket(fd);
-      // SO_LINGER {1, 0}: the kernel resets the connection; the ring's
-      // side must too (on the last close, as the kernel's).
-      if (sock::StreamSocket* stream = sock::managed_stream(ref)) {
-        linger option{};
-        socklen_t len = sizeof option;
-        if (real().getsockopt(fd, SOL_SOCKET, SO_LINGER, &option, &len) == 0 && option.l_onoff && option.l_linger == 0)
-          stream->set_abort_on_close();
-      }
-    }
+    if (sock::SocketRef ref = sock::lookup_socket(fd)) sock::before_close(fd, ref);
     sock::epoll_closing(fd);
     sock::forget_fd(fd);
     sock::epoll_forget(fd);

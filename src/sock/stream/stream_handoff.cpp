@@ -165,16 +165,24 @@ void collect_nonce(int, const SocketRef& ref) {
 }
 
 // Hands `streams` back to TCP (kAway) through dups of their fds; takes
-// over their references.
-void hand_back(std::vector<std::pair<StreamSocket*, int>>& streams) {
+// over their references. False if one is still on RDMA with no fd of its
+// socket left here to hand it back through (closed by a path that could
+// not hand back first, e.g. close_range): its last close then resets the
+// peer's RDMA side, as nothing byte-exact is left to do.
+bool hand_back(std::vector<std::pair<StreamSocket*, int>>& streams) {
   HandoffHold hold;
+  bool all_back = true;
   for (auto& [stream, fd] : streams) {
     {
       std::unique_lock<std::mutex> held = stream->lock();
       fd = stream->dup_own_fd();
+      if (fd < 0 && !stream->kernel_only()) {
+        stream->set_abort_on_close();
+        all_back = false;
+      }
     }
     if (fd < 0) {
-      stream->release();  // its fd is gone here: nothing to hand back through
+      stream->release();
       continue;
     }
     hold.add(stream, fd);
@@ -183,6 +191,7 @@ void hand_back(std::vector<std::pair<StreamSocket*, int>>& streams) {
   hold.release(false);
   for (const auto& [stream, fd] : streams)
     if (fd >= 0) sys::real().close(fd);
+  return all_back;
 }
 
 }  // namespace
@@ -197,8 +206,10 @@ wire::OwnerAnswer hand_back_for_child(uint64_t nonce) {
   VSOCK_LOG(kDebug, "a fork child uses connection %016llx: handing it back to TCP",
             static_cast<unsigned long long>(nonce));
   core::stat_add(core::Stat::fork_handbacks);
-  hand_back(matching);
-  return wire::OwnerAnswer::kOnTcp;
+  if (hand_back(matching)) return wire::OwnerAnswer::kOnTcp;
+  VSOCK_LOG(kInfo, "connection %016llx: no fd of it is left here to hand it back through: reset",
+            static_cast<unsigned long long>(nonce));
+  return wire::OwnerAnswer::kReset;
 }
 
 void hand_back_before_close(StreamSocket* stream) {

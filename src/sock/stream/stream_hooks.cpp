@@ -378,6 +378,21 @@ void finish_streams_at_exit() {
   if (UpgradeEngine* engine = running_upgrade_engine()) engine->finish_closing_at_exit(deadline_ms);
 }
 
+void before_close(int fd, const SocketRef& ref) {
+  StreamSocket* stream = managed_stream(ref);
+  if (stream == nullptr) return;
+  linger option{};
+  socklen_t len = sizeof option;
+  if (sys::real().getsockopt(fd, SOL_SOCKET, SO_LINGER, &option, &len) == 0 && option.l_onoff && option.l_linger == 0)
+    stream->set_abort_on_close();
+  // The side band may hold a reference now (serving the child's request):
+  // then the release after the kernel's close would come too late for it.
+  if (ref->fds.load(std::memory_order_acquire) == 1 && fork_child_may_hold(stream->kept_since_fork())) {
+    sys::ReentryGuard guard;
+    hand_back_before_close(stream);
+  }
+}
+
 void on_socket_released(SocketState* state) {
   dgram::on_datagram_released(state);
   StreamSocket* stream = state->stream.exchange(nullptr, std::memory_order_acq_rel);

@@ -61,6 +61,13 @@ void on_file_flags_set(SocketState* state);
 // holds, then a FIN; do the same for upgraded ones (bounded wait).
 void finish_streams_at_exit();
 
+// close(fd) is about to close a tracked socket; the fd is still open.
+// SO_LINGER {1, 0} makes the last close abortive on the ring too; a last
+// fd of a connection a fork child may hold is handed back to TCP here,
+// through this fd: once the kernel closed it, a hand-back the side band
+// started for the child meanwhile may find no fd of the socket left.
+void before_close(int fd, const SocketRef& ref);
+
 // The registry dropped the last reference: the socket is closed.
 void on_socket_released(SocketState* state);
 

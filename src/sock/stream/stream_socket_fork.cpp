@@ -41,6 +41,10 @@ void StreamSocket::leave_parked_locked(int fd) {
   if (!answer) {
     reset_tcp(fd, answer.error() == ETIMEDOUT ? "the process that holds its RDMA path did not hand it back in time"
                                               : "the process that held its RDMA path is gone");
+  } else if (answer.value() == wire::OwnerAnswer::kReset) {
+    // The owner could not hand it back byte-exact and resets its RDMA
+    // side: the TCP connection ends too, for every process that has it.
+    reset_tcp(fd, "the process that holds its RDMA path could not hand it back");
   } else {
     VSOCK_LOG(kDebug, "fd %d: first use since the fork: pid %d handed the connection back to TCP (answer %d)", fd,
               static_cast<int>(owner_pid_), static_cast<int>(answer.value()));
