@@ -27,7 +27,7 @@ source "$(dirname "$0")/upgrade_test_lib.sh"
 bin=$(ut_abs "$1") preload=$(ut_abs "$2")
 shift 2
 shapes=("$@")
-# (fork-slow is not in the default list: its own test, label open_bug.)
+# (fork-slow is not in the default list: its own test, upgrade_server_shapes_fork_slow_device.)
 [ ${#shapes[@]} -gt 0 ] || shapes=(prefork prefork-lock daemon fork-per-conn fork-late listen-once threads reuseport reuseport-master reuseport-closed inetd)
 addr=$(ut_address)
 # This test is about where the upgrade happens, not how fast: with two
@@ -60,9 +60,7 @@ rxe_sent() {
 show_logs() {
   local side
   for side in client server; do
-    [ -r "$work/$1.$side.stats" ] || continue
-    echo "---- $1 $side log ----"
-    grep -v ' stats: ' "$work/$1.$side.stats" | tail -n 30
+    [ -r "$work/$1.$side.stats" ] && ut_show_log "$work/$1.$side.stats"
   done
 }
 
