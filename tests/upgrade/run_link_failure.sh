@@ -50,7 +50,7 @@ side() {  # side NAME ROLE PORT: sets PID
 }
 show_logs() {
   local f
-  for f in "$work"/*.log "$work"/*.err; do echo "---- $(basename "$f") ----"; grep -v ' stats: ' "$f" | tail -n 15; done
+  for f in "$work"/*.log "$work"/*.err; do ut_show_log "$f" 15; done
 }
 
 start=$(date +%s.%N)

@@ -128,7 +128,7 @@ u_parked=$(ut_stat "$work/unparked.client.log" channels_parked)
   problems+=("unparked: park_channels=0, yet $u_parked parked and $u_att attached")
 
 if [ ${#problems[@]} -gt 0 ]; then
-  for f in "$work"/*.err "$work"/*.log; do echo "---- $(basename "$f")"; grep -v " stats: " "$f" | tail -n 15; done
+  for f in "$work"/*.err "$work"/*.log; do ut_show_log "$f" 15; done
   printf 'FAIL: %s\n' "${problems[@]}"
   exit 1
 fi

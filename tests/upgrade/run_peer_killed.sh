@@ -27,10 +27,6 @@ side() {  # side LABEL ROLE PORT PRELOADED: sets PID
   PID=$!
 }
 
-show_log() {  # show_log LABEL.SIDE: the library's log lines (info), not its stats
-  echo "---- $1: library log"
-  grep -v ' stats: ' "$work/$1.log" 2>/dev/null | tail -n 40
-}
 
 # case VICTIM(server|client) PRELOADED("" or 1)
 case_run() {
@@ -64,11 +60,11 @@ case_run() {
     ut_fail "$label: the $survivor read wrong bytes"
   [ "$rc" != 0 ] && [ "$rc" != 137 ] || {
     tail "$work/$label.$survivor.err"
-    show_log "$label.$survivor"
+    ut_show_log "$work/$label.$survivor.log" 40
     ut_fail "$label: the $survivor did not fail its connections (exit $rc)"
   }
   awk -v s="$secs" -v b="$bound_s" 'BEGIN { exit !(s <= b) }' ||
-    { show_log "$label.$survivor"; ut_fail "$label: ${secs} s is beyond the ${bound_s} s bound"; }
+    { ut_show_log "$work/$label.$survivor.log" 40; ut_fail "$label: ${secs} s is beyond the ${bound_s} s bound"; }
   if [ -n "$lib" ]; then
     [ "$(ut_stat "$work/$label.$survivor.log" upgrades_done)" -ge 1 ] ||
       ut_fail "$label: no connection of the $survivor was on RDMA"

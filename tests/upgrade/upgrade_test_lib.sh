@@ -16,6 +16,14 @@ ut_fail() {
   exit 1
 }
 
+# ut_show_log FILE [LINES]: the last LINES (default 30) lines of a library
+# log or program output, without the stats lines, under a header; for a
+# failing test's report.
+ut_show_log() {
+  echo "---- $(basename "$1") ----"
+  grep -v ' stats: ' "$1" 2>/dev/null | tail -n "${2:-30}"
+}
+
 # ut_wait_line FILE REGEX SECS PID: waits until a line of FILE matches REGEX
 # and prints its second field; fails early when PID exits.
 ut_wait_line() {
