@@ -32,10 +32,13 @@ using sys::real;
 
 // Records a socket the kernel just created and decides whether it may ever
 // leave the kernel. errno is left as the kernel set it.
-inline sock::SocketRef track_new_socket(int fd, int domain, int type, int protocol, sock::SocketRole role) {
+// `known_mode`: SocketState::known_mode, what the call that made it says.
+inline sock::SocketRef track_new_socket(int fd, int domain, int type, int protocol, sock::SocketRole role,
+                                        uint8_t known_mode) {
   ErrnoKeeper keep;
   sock::SocketRef state = sock::register_socket(fd, domain, type, protocol, role);
   if (state) {
+    state->known_mode.store(known_mode);
     sock::choose_initial_path(state.get());
     sock::dgram::on_datagram_created(state.get());
   }

@@ -10,7 +10,11 @@ using vsock::preload::real;
 
 VSOCK_EXPORT int socket(int domain, int type, int protocol) {
   int fd = real().socket(domain, type, protocol);
-  if (fd >= 0 && !sys::in_library()) preload::track_new_socket(fd, domain, type, protocol, sock::SocketRole::kUnknown);
+  // A new socket: O_NONBLOCK as its type says, no timeouts, no linger.
+  const uint8_t mode = sock::kModeFlagsKnown | sock::kModeTimeoutsZero | sock::kModeLingerOff |
+                       ((type & SOCK_NONBLOCK) ? sock::kModeNonblocking : 0);
+  if (fd >= 0 && !sys::in_library())
+    preload::track_new_socket(fd, domain, type, protocol, sock::SocketRole::kUnknown, mode);
   return fd;
 }
 
@@ -60,12 +64,18 @@ VSOCK_EXPORT int listen(int fd, int backlog) {
 
 namespace {
 
-int register_accepted(int listen_fd, int fd) {
+// `flags`: accept4's (0 for accept).
+int register_accepted(int listen_fd, int fd, int flags) {
   if (fd < 0 || sys::in_library()) return fd;
   ErrnoKeeper keep;
   if (sock::SocketRef listener = sock::lookup_socket(listen_fd)) {
+    // O_NONBLOCK as accept4's flags say (never the listener's); timeouts
+    // and linger are the listener's (the kernel copies them).
+    const uint8_t inherited = sock::kModeTimeoutsZero | sock::kModeLingerOff;
+    const uint8_t mode = sock::kModeFlagsKnown | (listener->known_mode.load() & inherited) |
+                         ((flags & SOCK_NONBLOCK) ? sock::kModeNonblocking : 0);
     sock::SocketRef accepted = preload::track_new_socket(fd, listener->domain, listener->type, listener->protocol,
-                                                         sock::SocketRole::kAccepted);
+                                                         sock::SocketRole::kAccepted, mode);
     if (accepted) sock::on_accepted(fd, listener.get(), accepted.get());
   } else
     sock::forget_fd(fd);  // a kernel-only listener (e.g. AF_UNIX): the new fd is kernel-only too
@@ -75,11 +85,11 @@ int register_accepted(int listen_fd, int fd) {
 }  // namespace
 
 VSOCK_EXPORT int accept(int fd, sockaddr* addr, socklen_t* len) {
-  return register_accepted(fd, real().accept(fd, addr, len));
+  return register_accepted(fd, real().accept(fd, addr, len), 0);
 }
 
 VSOCK_EXPORT int accept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
-  return register_accepted(fd, real().accept4(fd, addr, len, flags));
+  return register_accepted(fd, real().accept4(fd, addr, len, flags), flags);
 }
 
 VSOCK_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
@@ -89,7 +99,10 @@ VSOCK_EXPORT int connect(int fd, const sockaddr* addr, socklen_t len) {
     if (sock::SocketRef s = sock::lookup_socket(fd)) {
       s->role.store(sock::SocketRole::kClient);
       // Only a blocking connect that has completed may wait for the upgrade.
-      bool may_wait = rc == 0 && (real().fcntl(fd, F_GETFL, nullptr) & O_NONBLOCK) == 0;
+      const uint8_t mode = s->known_mode.load();
+      const bool nonblocking = (mode & sock::kModeFlagsKnown) ? (mode & sock::kModeNonblocking) != 0
+                                                              : (real().fcntl(fd, F_GETFL, nullptr) & O_NONBLOCK) != 0;
+      bool may_wait = rc == 0 && !nonblocking;
       sock::on_connected(fd, s.get(), addr, len, may_wait);
       sock::dgram::on_datagram_connected(fd, s.get(), addr, len);
     }

@@ -5,6 +5,7 @@
 #include <sys/time.h>
 
 #include "core/clock.hpp"
+#include "sock/socket_state.hpp"
 #include "sys/real_calls.hpp"
 
 namespace vsock::sock {
@@ -20,6 +21,25 @@ int64_t timeout_option_ms(int fd, int option) {
 }
 
 }  // namespace
+
+void BlockingMode::assume(const std::atomic<uint8_t>& known_mode) {
+  // Epochs before the bits: a change that clears a bit after this load
+  // bumps the epoch after it too, and the next reader asks the kernel.
+  const uint32_t flags_epoch = flags_epoch_.load(std::memory_order_seq_cst);
+  const uint32_t timeouts_epoch = timeouts_epoch_.load(std::memory_order_seq_cst);
+  const uint8_t mode = known_mode.load(std::memory_order_seq_cst);
+  if (mode & kModeFlagsKnown) {
+    nonblocking_ = (mode & kModeNonblocking) != 0;
+    flags_seen_ = flags_epoch;
+    flags_known_ = true;
+  }
+  if (mode & kModeTimeoutsZero) {
+    receive_timeout_ms_ = 0;
+    send_timeout_ms_ = 0;
+    timeouts_seen_ = timeouts_epoch;
+    timeouts_known_ = true;
+  }
+}
 
 bool BlockingMode::nonblocking(int fd) {
   // The epoch is read before the kernel is asked: a change that lands

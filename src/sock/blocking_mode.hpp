@@ -5,9 +5,11 @@
 // the fast path but the doorbell).
 //
 // The library sees every call that changes them (fcntl F_SETFL, ioctl
-// FIONBIO, setsockopt; socket/accept4 with SOCK_NONBLOCK create the socket
-// before the cache is first filled): the entry points bump an epoch, and a
-// reader whose copy is of an older epoch asks the kernel again, once.
+// FIONBIO, setsockopt): the entry points bump an epoch, and a reader whose
+// copy is of an older epoch asks the kernel again, once. The first copy
+// comes from what the library saw when the socket was made (socket() and
+// accept4() flags, timeouts 0 or the listener's: SocketState::known_mode)
+// when it saw that, else from the kernel.
 // Bumping is one atomic add, lock-free, so it is safe from a signal handler
 // that interrupted a call holding the socket's lock. What it cannot see (a
 // raw syscall(), another process sharing the file description) is listed in
@@ -24,8 +26,13 @@ namespace vsock::sock {
 class BlockingMode {
  public:
   // --- the entry points, after the kernel accepted the change ---
-  void file_flags_changed() { flags_epoch_.fetch_add(1, std::memory_order_release); }
-  void timeouts_changed() { timeouts_epoch_.fetch_add(1, std::memory_order_release); }
+  void file_flags_changed() { flags_epoch_.fetch_add(1, std::memory_order_seq_cst); }
+  void timeouts_changed() { timeouts_epoch_.fetch_add(1, std::memory_order_seq_cst); }
+
+  // --- once, when the socket attaches (after it is on its SocketState,
+  // so that a change from now on bumps an epoch): the SocketState's
+  // known_mode bits stand in for asking the kernel ---
+  void assume(const std::atomic<uint8_t>& known_mode);
 
   // --- readers, under the socket's lock ---
   // O_NONBLOCK on `fd`'s open file description.

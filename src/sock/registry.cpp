@@ -53,6 +53,7 @@ void reset(SocketState* s, int domain, int type, int protocol, SocketRole role) 
   s->stream.store(nullptr);
   s->datagram.store(nullptr);
   s->listen_key.store(0);
+  s->known_mode.store(0);
   s->next_free = nullptr;
   s->generation.fetch_add(1, std::memory_order_acq_rel);
 }

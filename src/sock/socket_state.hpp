@@ -23,6 +23,13 @@ enum class SocketRole : uint8_t { kUnknown, kClient, kListener, kAccepted };
 // began (kCachedPeer: its peer failed an upgrade lately, peer_fail_cache_s).
 enum class KernelReason : uint8_t { kUndecided, kRule, kNoDevice, kOption, kCachedPeer };
 
+// SocketState::known_mode bits: what decides whether a call may block, as
+// far as the library knows it without asking the kernel (BlockingMode).
+inline constexpr uint8_t kModeFlagsKnown = 1;   // O_NONBLOCK is kModeNonblocking
+inline constexpr uint8_t kModeNonblocking = 2;
+inline constexpr uint8_t kModeTimeoutsZero = 4;  // SO_RCVTIMEO and SO_SNDTIMEO are 0
+inline constexpr uint8_t kModeLingerOff = 8;     // SO_LINGER is off (close() need not ask)
+
 struct SocketState {
   int domain = 0;
   int type = 0;  // SOCK_STREAM or SOCK_DGRAM, flags removed
@@ -34,6 +41,12 @@ struct SocketState {
   // A UDP socket the library serves (its datagrams may go over UD); owns
   // one reference.
   std::atomic<dgram::DatagramSocket*> datagram{nullptr};
+  // kMode* bits: set where the library saw the socket made (socket() with
+  // its flags, timeouts 0, no linger; accept4() with its flags, the
+  // listener's timeouts and linger), cleared by every change it sees (fcntl
+  // F_SETFL, FIONBIO, SO_RCVTIMEO / SO_SNDTIMEO, SO_LINGER). 0 for a socket
+  // it did not see made.
+  std::atomic<uint8_t> known_mode{0};
   // A TCP listener that also listens in rdma_cm: its UpgradeEngine key.
   std::atomic<uint64_t> listen_key{0};
 

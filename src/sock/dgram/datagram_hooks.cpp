@@ -58,7 +58,9 @@ std::vector<DatagramSocket*> all_sockets() {
 void on_datagram_created(SocketState* state) {
   if (state->type != SOCK_DGRAM || state->kernel_reason.load() != KernelReason::kUndecided) return;
   if (state->domain != AF_INET && state->domain != AF_INET6) return;
-  state->datagram.store(new DatagramSocket(state->domain), std::memory_order_release);
+  auto* socket = new DatagramSocket(state->domain);
+  state->datagram.store(socket, std::memory_order_release);
+  socket->assume_known_mode(state->known_mode);
 }
 
 void on_datagram_bound(int fd, SocketState* state) {

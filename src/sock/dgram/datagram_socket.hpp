@@ -130,6 +130,12 @@ class DatagramSocket final : public ManagedSocket {
   uint64_t activity(int /*fd*/) override { return activity_.load(std::memory_order_acquire); }
   void file_flags_changed() override { blocking_.file_flags_changed(); }
   void timeouts_changed() override { blocking_.timeouts_changed(); }
+  // Once it is on its SocketState: what the library knows of the blocking
+  // mode stands in for asking the kernel (BlockingMode::assume).
+  void assume_known_mode(const std::atomic<uint8_t>& known_mode) {
+    std::lock_guard<std::mutex> held(mu_);
+    blocking_.assume(known_mode);
+  }
 
  private:
   ~DatagramSocket() = default;

@@ -112,6 +112,7 @@ void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t pe
   }
   auto* stream = new (std::nothrow) StreamSocket(UpgradeRole::kClient, new_nonce());
   if (stream == nullptr || !attach(state, stream)) return;
+  stream->assume_known_mode(state->known_mode);
   copy_kernel_options(fd, stream);
   if (!engine->start_connect(fd, stream, peer, peer_len)) return;
   // Wait a little longer than the connector's own bound, which ends it.
@@ -199,6 +200,7 @@ void on_accepted(int fd, SocketState* listener, SocketState* accepted) {
   if (engine == nullptr) return;
   auto* stream = new (std::nothrow) StreamSocket(UpgradeRole::kServer, 0);
   if (stream == nullptr || !attach(accepted, stream)) return;
+  stream->assume_known_mode(accepted->known_mode);
   copy_kernel_options(fd, stream);
   // Another process may serve this connection (after a fork, now or
   // later): the first that uses it claims it (DESIGN decision 2, revised),
@@ -238,11 +240,13 @@ bool is_timeout_option(int level, int name) {
 }  // namespace
 
 bool is_stream_option(int level, int name) {
-  return (level == SOL_SOCKET && name == SO_RCVLOWAT) || (level == IPPROTO_TCP && name == TCP_NODELAY) ||
-         is_timeout_option(level, name);
+  return (level == SOL_SOCKET && (name == SO_RCVLOWAT || name == SO_LINGER)) ||
+         (level == IPPROTO_TCP && name == TCP_NODELAY) || is_timeout_option(level, name);
 }
 
 void on_file_flags_set(SocketState* state) {
+  // The bit first, the epochs after (BlockingMode::assume).
+  state->known_mode.fetch_and(static_cast<uint8_t>(~kModeFlagsKnown));
   if (StreamSocket* stream = state->stream.load(std::memory_order_acquire)) stream->file_flags_changed();
   if (dgram::DatagramSocket* datagram = state->datagram.load(std::memory_order_acquire))
     datagram->file_flags_changed();
@@ -269,6 +273,8 @@ void on_unsupported_option(SocketState* state, int level, int name) {
 }
 
 void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len) {
+  if (is_timeout_option(level, name)) state->known_mode.fetch_and(static_cast<uint8_t>(~kModeTimeoutsZero));
+  if (level == SOL_SOCKET && name == SO_LINGER) state->known_mode.fetch_and(static_cast<uint8_t>(~kModeLingerOff));
   dgram::DatagramSocket* datagram = state->datagram.load(std::memory_order_acquire);
   if (datagram != nullptr && is_timeout_option(level, name)) datagram->timeouts_changed();
   StreamSocket* stream = state->stream.load(std::memory_order_acquire);
@@ -381,10 +387,16 @@ void finish_streams_at_exit() {
 void before_close(int fd, const SocketRef& ref) {
   StreamSocket* stream = managed_stream(ref);
   if (stream == nullptr) return;
-  linger option{};
-  socklen_t len = sizeof option;
-  if (sys::real().getsockopt(fd, SOL_SOCKET, SO_LINGER, &option, &len) == 0 && option.l_onoff && option.l_linger == 0)
-    stream->set_abort_on_close();
+  // SO_LINGER {1, 0}: the kernel resets the connection; the ring's side
+  // must too (on the last close, as the kernel's). Asked only when the
+  // library did not see it stay off since the socket was made.
+  if (!(ref->known_mode.load() & kModeLingerOff)) {
+    linger option{};
+    socklen_t len = sizeof option;
+    if (sys::real().getsockopt(fd, SOL_SOCKET, SO_LINGER, &option, &len) == 0 && option.l_onoff &&
+        option.l_linger == 0)
+      stream->set_abort_on_close();
+  }
   // The side band may hold a reference now (serving the child's request):
   // then the release after the kernel's close would come too late for it.
   if (ref->fds.load(std::memory_order_acquire) == 1 && fork_child_may_hold(stream->kept_since_fork())) {

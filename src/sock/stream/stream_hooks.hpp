@@ -49,7 +49,8 @@ void adopt_inherited_connections();
 void on_unsupported_option(SocketState* state, int level, int name);
 // A setsockopt() the kernel took: the options the ring path applies too
 // (SO_RCVLOWAT, TCP_NODELAY: is_stream_option) are copied to the socket's
-// stream; SO_RCVTIMEO / SO_SNDTIMEO make its cached timeouts stale.
+// stream; SO_RCVTIMEO / SO_SNDTIMEO make its cached timeouts stale, and
+// SO_LINGER makes close() ask the kernel for it (SocketState::known_mode).
 void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len);
 bool is_unsupported_option(int level, int name);
 bool is_stream_option(int level, int name);

@@ -74,6 +74,12 @@ class StreamSocket final : public ManagedSocket {
   // are stale (BlockingMode). Lock-free.
   void file_flags_changed() override { blocking_.file_flags_changed(); }
   void timeouts_changed() override { blocking_.timeouts_changed(); }
+  // Once it is attached: what the library knows of the blocking mode
+  // stands in for asking the kernel (BlockingMode::assume).
+  void assume_known_mode(const std::atomic<uint8_t>& known_mode) {
+    std::unique_lock<std::mutex> held = lock_call();
+    blocking_.assume(known_mode);
+  }
   // Held data the application has not flushed by a later call: the
   // side-band thread posts it once the completion it waits for has come, as
   // the kernel sends what Nagle held when the ACK arrives. Lock held.
