@@ -10,9 +10,9 @@ using vsock::preload::real;
 
 VSOCK_EXPORT int socket(int domain, int type, int protocol) {
   int fd = real().socket(domain, type, protocol);
-  // A new socket: O_NONBLOCK as its type says, no timeouts, no linger.
-  const uint8_t mode = sock::kModeFlagsKnown | sock::kModeTimeoutsZero | sock::kModeLingerOff |
-                       ((type & SOCK_NONBLOCK) ? sock::kModeNonblocking : 0);
+  // A new socket: O_NONBLOCK as its type says, every option the kernel's default.
+  const uint8_t mode =
+      sock::kModeFlagsKnown | sock::kModeNewSocket | ((type & SOCK_NONBLOCK) ? sock::kModeNonblocking : 0);
   if (fd >= 0 && !sys::in_library())
     preload::track_new_socket(fd, domain, type, protocol, sock::SocketRole::kUnknown, mode);
   return fd;
@@ -69,10 +69,9 @@ int register_accepted(int listen_fd, int fd, int flags) {
   if (fd < 0 || sys::in_library()) return fd;
   ErrnoKeeper keep;
   if (sock::SocketRef listener = sock::lookup_socket(listen_fd)) {
-    // O_NONBLOCK as accept4's flags say (never the listener's); timeouts
-    // and linger are the listener's (the kernel copies them).
-    const uint8_t inherited = sock::kModeTimeoutsZero | sock::kModeLingerOff;
-    const uint8_t mode = sock::kModeFlagsKnown | (listener->known_mode.load() & inherited) |
+    // O_NONBLOCK as accept4's flags say (never the listener's); the
+    // options are the listener's (the kernel copies them).
+    const uint8_t mode = sock::kModeFlagsKnown | (listener->known_mode.load() & sock::kModeNewSocket) |
                          ((flags & SOCK_NONBLOCK) ? sock::kModeNonblocking : 0);
     sock::SocketRef accepted = preload::track_new_socket(fd, listener->domain, listener->type, listener->protocol,
                                                          sock::SocketRole::kAccepted, mode);

@@ -23,12 +23,17 @@ enum class SocketRole : uint8_t { kUnknown, kClient, kListener, kAccepted };
 // began (kCachedPeer: its peer failed an upgrade lately, peer_fail_cache_s).
 enum class KernelReason : uint8_t { kUndecided, kRule, kNoDevice, kOption, kCachedPeer };
 
-// SocketState::known_mode bits: what decides whether a call may block, as
-// far as the library knows it without asking the kernel (BlockingMode).
+// SocketState::known_mode bits: what decides whether a call may block or
+// how the ring path behaves, as far as the library knows it without asking
+// the kernel (BlockingMode, copy_kernel_options, close()).
 inline constexpr uint8_t kModeFlagsKnown = 1;   // O_NONBLOCK is kModeNonblocking
 inline constexpr uint8_t kModeNonblocking = 2;
 inline constexpr uint8_t kModeTimeoutsZero = 4;  // SO_RCVTIMEO and SO_SNDTIMEO are 0
 inline constexpr uint8_t kModeLingerOff = 8;     // SO_LINGER is off (close() need not ask)
+inline constexpr uint8_t kModeStreamDefaults = 16;  // SO_RCVLOWAT 1, TCP_NODELAY off
+// What a socket() call makes, apart from O_NONBLOCK; and what an accepted
+// socket takes from its listener (the kernel copies the socket's options).
+inline constexpr uint8_t kModeNewSocket = kModeTimeoutsZero | kModeLingerOff | kModeStreamDefaults;
 
 struct SocketState {
   int domain = 0;
@@ -42,10 +47,10 @@ struct SocketState {
   // one reference.
   std::atomic<dgram::DatagramSocket*> datagram{nullptr};
   // kMode* bits: set where the library saw the socket made (socket() with
-  // its flags, timeouts 0, no linger; accept4() with its flags, the
-  // listener's timeouts and linger), cleared by every change it sees (fcntl
-  // F_SETFL, FIONBIO, SO_RCVTIMEO / SO_SNDTIMEO, SO_LINGER). 0 for a socket
-  // it did not see made.
+  // its flags and the kernel's defaults; accept4() with its flags, the
+  // listener's options), cleared by every change it sees (fcntl F_SETFL,
+  // FIONBIO, SO_RCVTIMEO / SO_SNDTIMEO, SO_LINGER, SO_RCVLOWAT,
+  // TCP_NODELAY). 0 for a socket it did not see made.
   std::atomic<uint8_t> known_mode{0};
   // A TCP listener that also listens in rdma_cm: its UpgradeEngine key.
   std::atomic<uint64_t> listen_key{0};

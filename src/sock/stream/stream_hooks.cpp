@@ -62,8 +62,10 @@ bool attach(SocketState* state, StreamSocket* stream) {
 }
 
 // Options the library applies itself on the ring, read once from the
-// kernel socket (accept() copies them from the listener).
-void copy_kernel_options(int fd, StreamSocket* stream) {
+// kernel socket (accept() copies them from the listener) unless the library
+// saw them stay at the kernel's defaults, which the stream starts with.
+void copy_kernel_options(int fd, const SocketState* state, StreamSocket* stream) {
+  if (state->known_mode.load() & kModeStreamDefaults) return;
   int low_water = 1;
   socklen_t len = sizeof low_water;
   if (sys::real().getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &low_water, &len) == 0)
@@ -113,7 +115,7 @@ void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t pe
   auto* stream = new (std::nothrow) StreamSocket(UpgradeRole::kClient, new_nonce());
   if (stream == nullptr || !attach(state, stream)) return;
   stream->assume_known_mode(state->known_mode);
-  copy_kernel_options(fd, stream);
+  copy_kernel_options(fd, state, stream);
   if (!engine->start_connect(fd, stream, peer, peer_len)) return;
   // Wait a little longer than the connector's own bound, which ends it.
   const int bound = static_cast<int>(core::config().settings.upgrade_timeout_ms) + 100;
@@ -201,7 +203,7 @@ void on_accepted(int fd, SocketState* listener, SocketState* accepted) {
   auto* stream = new (std::nothrow) StreamSocket(UpgradeRole::kServer, 0);
   if (stream == nullptr || !attach(accepted, stream)) return;
   stream->assume_known_mode(accepted->known_mode);
-  copy_kernel_options(fd, stream);
+  copy_kernel_options(fd, accepted, stream);
   // Another process may serve this connection (after a fork, now or
   // later): the first that uses it claims it (DESIGN decision 2, revised),
   // and only then does the client switch (its Bound goes out).
@@ -275,6 +277,8 @@ void on_unsupported_option(SocketState* state, int level, int name) {
 void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len) {
   if (is_timeout_option(level, name)) state->known_mode.fetch_and(static_cast<uint8_t>(~kModeTimeoutsZero));
   if (level == SOL_SOCKET && name == SO_LINGER) state->known_mode.fetch_and(static_cast<uint8_t>(~kModeLingerOff));
+  if ((level == SOL_SOCKET && name == SO_RCVLOWAT) || (level == IPPROTO_TCP && name == TCP_NODELAY))
+    state->known_mode.fetch_and(static_cast<uint8_t>(~kModeStreamDefaults));
   dgram::DatagramSocket* datagram = state->datagram.load(std::memory_order_acquire);
   if (datagram != nullptr && is_timeout_option(level, name)) datagram->timeouts_changed();
   StreamSocket* stream = state->stream.load(std::memory_order_acquire);
@@ -340,7 +344,7 @@ void adopt_if_inherited_connection(int fd, std::vector<std::pair<uint64_t, int>>
   if (!offload_allowed(ref.get(), core::Role::kServer, reinterpret_cast<sockaddr*>(&local))) return;
   auto* stream = new (std::nothrow) StreamSocket(UpgradeRole::kServer, 0);
   if (stream == nullptr || !attach(ref.get(), stream)) return;
-  copy_kernel_options(fd, stream);
+  copy_kernel_options(fd, ref.get(), stream);
   VSOCK_LOG(kDebug, "fd %d: a connection inherited across exec from a listener of process %u: claimed at its first use",
             fd, board->owner());
   stream->await_claim(std::move(board));
