@@ -22,9 +22,9 @@
 //
 // hostile_target client ADDR PORT STOPFILE MAX_S
 //   The well-behaved client: sends "echo", then rounds of 32 KiB of seeded
-//   data 10 ms apart, reading each round's echo back and checking every byte, until
-//   STOPFILE exists (or MAX_S seconds); then shutdown(SHUT_WR) and end of
-//   stream. Prints "good client: rounds=R bytes=B verified"; exit 0 only
+//   data 10 ms apart, reading each round's echo back and checking every
+//   byte, until STOPFILE exists (or MAX_S seconds); then shutdown(SHUT_WR)
+//   and end of stream. Prints "good client: rounds=R bytes=B verified"; exit 0 only
 //   if every byte matched.
 #define _GNU_SOURCE
 #include <arpa/inet.h>

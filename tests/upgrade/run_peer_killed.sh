@@ -27,7 +27,6 @@ side() {  # side LABEL ROLE PORT PRELOADED: sets PID
   PID=$!
 }
 
-
 # case VICTIM(server|client) PRELOADED("" or 1)
 case_run() {
   local victim=$1 lib=$2 label port spid cpid dead alive at end rc mode
