@@ -151,21 +151,22 @@ void hand_off_passed_fds(const void* control, unsigned long control_length) {
 namespace {
 
 // Streams of the connection `nonce` (both ends, if both are here), each with
-// a dup of its fd: the application may close its own fd meanwhile.
+// the fd it was found through (the application may have moved the socket
+// to another number than the stream remembers, or close it meanwhile).
 thread_local uint64_t t_nonce = 0;
 thread_local std::vector<std::pair<StreamSocket*, int>>* t_matching = nullptr;
 
-void collect_nonce(int, const SocketRef& ref) {
+void collect_nonce(int fd, const SocketRef& ref) {
   StreamSocket* stream = ref->stream.load(std::memory_order_acquire);
   if (stream == nullptr || stream->kernel_only() || stream->parked() || stream->nonce() != t_nonce) return;
   for (const auto& entry : *t_matching)
     if (entry.first == stream) return;  // dup'ed fds share it
   stream->retain();
-  t_matching->emplace_back(stream, -1);
+  t_matching->emplace_back(stream, fd);
 }
 
-// Hands `streams` back to TCP (kAway) through dups of their fds; takes
-// over their references. False if one is still on RDMA with no fd of its
+// Hands `streams` back to TCP (kAway) through dups of their fds (each
+// pair's fd: one to try too, or -1); takes over their references. False if one is still on RDMA with no fd of its
 // socket left here to hand it back through (closed by a path that could
 // not hand back first, e.g. close_range): its last close then resets the
 // peer's RDMA side, as nothing byte-exact is left to do.
@@ -175,7 +176,7 @@ bool hand_back(std::vector<std::pair<StreamSocket*, int>>& streams) {
   for (auto& [stream, fd] : streams) {
     {
       std::unique_lock<std::mutex> held = stream->lock();
-      fd = stream->dup_own_fd();
+      fd = stream->dup_own_fd(fd);
       if (fd < 0 && !stream->kernel_only()) {
         stream->set_abort_on_close();
         all_back = false;
@@ -212,14 +213,14 @@ wire::OwnerAnswer hand_back_for_child(uint64_t nonce) {
   return wire::OwnerAnswer::kReset;
 }
 
-void hand_back_before_close(StreamSocket* stream) {
+void hand_back_before_close(StreamSocket* stream, int fd) {
   if (stream->kernel_only() || stream->parked()) return;
   {
     std::unique_lock<std::mutex> held = stream->lock();
     stream->mark_handback_at_close_locked();
   }
   stream->retain();
-  std::vector<std::pair<StreamSocket*, int>> one{{stream, -1}};
+  std::vector<std::pair<StreamSocket*, int>> one{{stream, fd}};
   hand_back(one);
 }
 

@@ -81,6 +81,7 @@ void hand_off_passed_fds(const void* control, unsigned long control_length);
 wire::OwnerAnswer hand_back_for_child(uint64_t nonce);
 // The last fd of `stream` is being closed here while a fork child that
 // shares it may live: back to TCP first, so that the child's copy goes on.
-void hand_back_before_close(StreamSocket* stream);
+// `fd`: the one being closed, if still open (else -1).
+void hand_back_before_close(StreamSocket* stream, int fd = -1);
 
 }  // namespace vsock::sock

@@ -405,7 +405,7 @@ void before_close(int fd, const SocketRef& ref) {
   // then the release after the kernel's close would come too late for it.
   if (ref->fds.load(std::memory_order_acquire) == 1 && fork_child_may_hold(stream->kept_since_fork())) {
     sys::ReentryGuard guard;
-    hand_back_before_close(stream);
+    hand_back_before_close(stream, fd);
   }
 }
 

@@ -277,8 +277,10 @@ class StreamSocket final : public ManagedSocket {
   // is reset: the bytes in its rings cannot be had any more.
   void leave_parked(int fd);
   void leave_parked_locked(int fd);
-  // A dup of this socket's fd (checked by inode), or -1. Under lock().
-  int dup_own_fd() const;
+  // A dup of this socket's fd (checked by inode), or -1: of one the
+  // stream remembers, else of `candidate` (an fd it was found through).
+  // Under lock().
+  int dup_own_fd(int candidate = -1) const;
   // The handoff that follows is the owner's close (hand_back_before_close):
   // its Revert, if one is sent, counts as close_handbacks too. Under lock().
   void mark_handback_at_close_locked() { handback_at_close_ = true; }

@@ -281,9 +281,9 @@ void StreamSocket::set_fd_hint(int fd) {
   if (::fstat(fd, &st) == 0) inode_ = st.st_ino;
 }
 
-int StreamSocket::dup_own_fd() const {
+int StreamSocket::dup_own_fd(int candidate) const {
   // After the application's close, only our own dups are left.
-  for (int fd : {close_fd_, token_fd_, last_fd_, fd_hint_}) {
+  for (int fd : {close_fd_, token_fd_, last_fd_, fd_hint_, candidate}) {
     if (fd < 0 || inode_ == 0) continue;
     int copy = sys::real().fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (copy < 0) continue;
