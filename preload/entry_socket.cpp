@@ -11,8 +11,7 @@ using vsock::preload::real;
 VSOCK_EXPORT int socket(int domain, int type, int protocol) {
   int fd = real().socket(domain, type, protocol);
   // A new socket: O_NONBLOCK as its type says, every option the kernel's default.
-  const uint8_t mode =
-      sock::kModeFlagsKnown | sock::kModeNewSocket | ((type & SOCK_NONBLOCK) ? sock::kModeNonblocking : 0);
+  const uint8_t mode = sock::known_mode_when_made(type, sock::kModeNewSocket);
   if (fd >= 0 && !sys::in_library())
     preload::track_new_socket(fd, domain, type, protocol, sock::SocketRole::kUnknown, mode);
   return fd;
@@ -71,8 +70,7 @@ int register_accepted(int listen_fd, int fd, int flags) {
   if (sock::SocketRef listener = sock::lookup_socket(listen_fd)) {
     // O_NONBLOCK as accept4's flags say (never the listener's); the
     // options are the listener's (the kernel copies them).
-    const uint8_t mode = sock::kModeFlagsKnown | (listener->known_mode.load() & sock::kModeNewSocket) |
-                         ((flags & SOCK_NONBLOCK) ? sock::kModeNonblocking : 0);
+    const uint8_t mode = sock::known_mode_when_made(flags, listener->known_mode.load() & sock::kModeNewSocket);
     sock::SocketRef accepted = preload::track_new_socket(fd, listener->domain, listener->type, listener->protocol,
                                                          sock::SocketRole::kAccepted, mode);
     if (accepted) sock::on_accepted(fd, listener.get(), accepted.get());

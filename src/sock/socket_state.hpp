@@ -9,6 +9,8 @@
 #include <atomic>
 #include <cstdint>
 
+#include <sys/socket.h>
+
 namespace vsock::sock {
 
 class StreamSocket;
@@ -34,6 +36,11 @@ inline constexpr uint8_t kModeStreamDefaults = 16;  // SO_RCVLOWAT 1, TCP_NODELA
 // What a socket() call makes, apart from O_NONBLOCK; and what an accepted
 // socket takes from its listener (the kernel copies the socket's options).
 inline constexpr uint8_t kModeNewSocket = kModeTimeoutsZero | kModeLingerOff | kModeStreamDefaults;
+// The known_mode of a socket made by a call with `sock_flags` (socket()'s
+// type, accept4()'s flags: SOCK_NONBLOCK) and those of `options` known.
+inline uint8_t known_mode_when_made(int sock_flags, uint8_t options) {
+  return static_cast<uint8_t>(kModeFlagsKnown | options | ((sock_flags & SOCK_NONBLOCK) ? kModeNonblocking : 0));
+}
 
 struct SocketState {
   int domain = 0;

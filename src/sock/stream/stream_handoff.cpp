@@ -166,10 +166,11 @@ void collect_nonce(int fd, const SocketRef& ref) {
 }
 
 // Hands `streams` back to TCP (kAway) through dups of their fds (each
-// pair's fd: one to try too, or -1); takes over their references. False if one is still on RDMA with no fd of its
-// socket left here to hand it back through (closed by a path that could
-// not hand back first, e.g. close_range): its last close then resets the
-// peer's RDMA side, as nothing byte-exact is left to do.
+// pair's fd: one to try too, or -1); takes over their references. False
+// if one is still on RDMA with no fd of its socket left here to hand it
+// back through (closed by a path that could not hand back first, e.g.
+// close_range): its last close then resets the peer's RDMA side, as
+// nothing byte-exact is left to do.
 bool hand_back(std::vector<std::pair<StreamSocket*, int>>& streams) {
   HandoffHold hold;
   bool all_back = true;

@@ -239,12 +239,19 @@ bool is_timeout_option(int level, int name) {
   return false;
 }
 
+// The known_mode bit a setsockopt of this option makes stale, 0 for an
+// option the stream does not follow.
+uint8_t known_mode_bit_of(int level, int name) {
+  if (is_timeout_option(level, name)) return kModeTimeoutsZero;
+  if (level == SOL_SOCKET && name == SO_LINGER) return kModeLingerOff;
+  if ((level == SOL_SOCKET && name == SO_RCVLOWAT) || (level == IPPROTO_TCP && name == TCP_NODELAY))
+    return kModeStreamDefaults;
+  return 0;
+}
+
 }  // namespace
 
-bool is_stream_option(int level, int name) {
-  return (level == SOL_SOCKET && (name == SO_RCVLOWAT || name == SO_LINGER)) ||
-         (level == IPPROTO_TCP && name == TCP_NODELAY) || is_timeout_option(level, name);
-}
+bool is_stream_option(int level, int name) { return known_mode_bit_of(level, name) != 0; }
 
 void on_file_flags_set(SocketState* state) {
   // The bit first, the epochs after (BlockingMode::assume).
@@ -275,10 +282,7 @@ void on_unsupported_option(SocketState* state, int level, int name) {
 }
 
 void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len) {
-  if (is_timeout_option(level, name)) state->known_mode.fetch_and(static_cast<uint8_t>(~kModeTimeoutsZero));
-  if (level == SOL_SOCKET && name == SO_LINGER) state->known_mode.fetch_and(static_cast<uint8_t>(~kModeLingerOff));
-  if ((level == SOL_SOCKET && name == SO_RCVLOWAT) || (level == IPPROTO_TCP && name == TCP_NODELAY))
-    state->known_mode.fetch_and(static_cast<uint8_t>(~kModeStreamDefaults));
+  state->known_mode.fetch_and(static_cast<uint8_t>(~known_mode_bit_of(level, name)));
   dgram::DatagramSocket* datagram = state->datagram.load(std::memory_order_acquire);
   if (datagram != nullptr && is_timeout_option(level, name)) datagram->timeouts_changed();
   StreamSocket* stream = state->stream.load(std::memory_order_acquire);
