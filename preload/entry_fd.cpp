@@ -17,7 +17,7 @@ VSOCK_EXPORT int close(int fd) {
   // handed to a socket another thread is creating.
   if (!sys::in_library()) {
     ErrnoKeeper keep;
-    if (sock::SocketRef ref = sock::lookup_socket(fd)) sock::before_close(fd, ref);
+    if (sock::SocketRef ref = sock::lookup_socket(fd)) sock::before_close(fd, ref, ref->fds.load() == 1);
     sock::epoll_closing(fd);
     sock::forget_fd(fd);
     sock::epoll_forget(fd);
@@ -26,6 +26,12 @@ VSOCK_EXPORT int close(int fd) {
 }
 
 VSOCK_EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
+  // (Unknown flags and first > last fail before anything closes.)
+  if (!(flags & CLOSE_RANGE_CLOEXEC) && (flags & ~(CLOSE_RANGE_UNSHARE | CLOSE_RANGE_CLOEXEC)) == 0 && first <= last &&
+      !sys::in_library()) {
+    ErrnoKeeper keep;
+    sock::before_close_range(first, last);
+  }
   int rc = real().close_range(first, last, flags);
   // CLOSE_RANGE_CLOEXEC only marks the fds; they stay open until exec.
   if (rc == 0 && !(flags & CLOSE_RANGE_CLOEXEC) && !sys::in_library()) {
@@ -37,6 +43,10 @@ VSOCK_EXPORT int close_range(unsigned int first, unsigned int last, int flags) {
 }
 
 VSOCK_EXPORT void closefrom(int lowfd) {
+  if (lowfd >= 0 && !sys::in_library()) {
+    ErrnoKeeper keep;
+    sock::before_close_range(static_cast<unsigned int>(lowfd), ~0u);
+  }
   real().closefrom(lowfd);
   if (lowfd >= 0 && !sys::in_library()) {
     ErrnoKeeper keep;
@@ -73,13 +83,26 @@ int fcntl_through(int (*real_fcntl)(int, int, ...), int fd, int cmd, void* arg) 
   return is_dup_command(cmd) ? after_dup(fd, rc) : rc;
 }
 
+// dup2/dup3 close what newfd was: as close() does, the library acts first.
+void ahead_of_dup_over(int oldfd, int newfd) {
+  if (newfd < 0 || oldfd == newfd || sys::in_library()) return;
+  ErrnoKeeper keep;
+  sock::before_dup_over(oldfd, newfd);
+}
+
 }  // namespace
 
 VSOCK_EXPORT int dup(int fd) { return after_dup(fd, real().dup(fd)); }
 
-VSOCK_EXPORT int dup2(int oldfd, int newfd) { return after_dup(oldfd, real().dup2(oldfd, newfd)); }
+VSOCK_EXPORT int dup2(int oldfd, int newfd) {
+  ahead_of_dup_over(oldfd, newfd);
+  return after_dup(oldfd, real().dup2(oldfd, newfd));
+}
 
-VSOCK_EXPORT int dup3(int oldfd, int newfd, int flags) { return after_dup(oldfd, real().dup3(oldfd, newfd, flags)); }
+VSOCK_EXPORT int dup3(int oldfd, int newfd, int flags) {
+  ahead_of_dup_over(oldfd, newfd);
+  return after_dup(oldfd, real().dup3(oldfd, newfd, flags));
+}
 
 // fcntl's third argument is an int or a pointer; like glibc, pass it on as
 // a pointer-sized value.

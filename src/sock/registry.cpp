@@ -179,4 +179,14 @@ void forget_fd_range(unsigned int first, unsigned int last) {
   g_table.for_each_used(static_cast<int>(first), static_cast<int>(last), [](int fd) { forget_fd(fd); });
 }
 
+std::vector<std::pair<int, SocketRef>> sockets_in_range(unsigned int first, unsigned int last) {
+  std::vector<std::pair<int, SocketRef>> found;
+  if (first > static_cast<unsigned int>(INT32_MAX)) return found;
+  if (last > static_cast<unsigned int>(INT32_MAX)) last = INT32_MAX;
+  g_table.for_each_used(static_cast<int>(first), static_cast<int>(last), [&found](int fd) {
+    if (SocketRef ref = lookup_socket(fd)) found.emplace_back(fd, std::move(ref));
+  });
+  return found;
+}
+
 }  // namespace vsock::sock

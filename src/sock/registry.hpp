@@ -1,6 +1,9 @@
 // The registry: the fd table of SocketStates and the operations the entry
 // points perform on it when fds are created, duplicated and closed.
 #pragma once
+#include <utility>
+#include <vector>
+
 #include "sock/socket_state.hpp"
 
 namespace vsock::sock {
@@ -51,5 +54,9 @@ void for_each_socket(void (*fn)(int fd, const SocketRef& ref));
 
 // Forgets every fd in [first, last] (close_range, closefrom).
 void forget_fd_range(unsigned int first, unsigned int last);
+
+// Every tracked fd in [first, last] with its socket, in fd order (what a
+// close_range or closefrom is about to close).
+std::vector<std::pair<int, SocketRef>> sockets_in_range(unsigned int first, unsigned int last);
 
 }  // namespace vsock::sock

@@ -4,7 +4,9 @@
 # The server shapes of issue 10 (tests/upgrade/server_shapes.c: pre-fork
 # workers, the same with an accept lock, daemon() after listen(), a fork per
 # connection (fork-late: 150 ms after each accept; fork-slow: 400 ms, after
-# the parent's engine claimed the socket), a listener closed after
+# the parent's engine claimed the socket; fork-slow-range and fork-slow-dup2:
+# the parent lets go of its copy with close_range() or a dup2() over it), a
+# listener closed after
 # each accept, threads sharing a listener, workers that each listen on one
 # port with SO_REUSEPORT, the same with every listener opened in the master
 # before it forks (nginx's `reuseport`; reuseport-respawn, not in the
@@ -17,7 +19,7 @@
 # VSOCK_SHAPES_CONNS (default 20) sequential connections. Preloaded, the
 # client's counters must show every connection upgraded and at least 90 % of
 # its bytes over RDMA, and the device's packet counter must have grown
-# (fork-slow: only every byte echoed whole, no connection reset; its
+# (fork-slow*: only every byte echoed whole, no connection reset; their
 # connections are handed back to TCP at the child's first use).
 # VSOCK_TEST_KEEP=1 keeps the logs (in $TMPDIR, default /tmp); both sides
 # log at VSOCK_SHAPES_LOG_LEVEL (default info: a connection the library
@@ -27,7 +29,7 @@ source "$(dirname "$0")/upgrade_test_lib.sh"
 bin=$(ut_abs "$1") preload=$(ut_abs "$2")
 shift 2
 shapes=("$@")
-# (fork-slow is not in the default list: its own test, upgrade_server_shapes_fork_slow_device.)
+# (fork-slow* are not in the default list: their own test, upgrade_server_shapes_fork_slow_device.)
 [ ${#shapes[@]} -gt 0 ] || shapes=(prefork prefork-lock daemon fork-per-conn fork-late listen-once threads reuseport reuseport-master reuseport-closed inetd)
 addr=$(ut_address)
 # This test is about where the upgrade happens, not how fast: with two
@@ -108,7 +110,7 @@ run_shape() {
   # fork-slow: the parent's engine claims each socket before the fork,
   # whose child's first use hands it back to TCP (docs/compatibility.md):
   # what counts there is that every byte came back whole (client exit 0).
-  if [ "$shape" = fork-slow ]; then
+  if [[ "$shape" == fork-slow* ]]; then
     local resets
     resets=$(ut_stat "$work/$tag.client.stats" upgrade_resets)
     [ "${resets:-0}" = 0 ] || { show_logs "$tag"; ut_fail "$shape: $resets connections reset"; }

@@ -9,6 +9,11 @@
  *     fork-late      the same, 150 ms between each accept and its fork
  *     fork-slow      the same, 400 ms: longer than the library waits before
  *                    the parent's engine claims an unused socket itself
+ *     fork-slow-range  fork-slow, but the parent closes its copy with
+ *                    close_range() (as a parent that closes everything it
+ *                    handed on does)
+ *     fork-slow-dup2 fork-slow, but the parent closes its copy by dup2()ing
+ *                    /dev/null over it (then closes that)
  *     listen-once    listen, accept one connection, close the listener,
  *                    serve; again for the next connection
  *     threads N      N threads accept on one listener
@@ -43,6 +48,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -327,14 +333,20 @@ static int run_server(const char* shape, const char* addr, const char* portfile,
     stop_workers();
     return 0;
   }
-  if (strcmp(shape, "fork-per-conn") == 0 || strcmp(shape, "fork-late") == 0 || strcmp(shape, "fork-slow") == 0) {
+  if (strcmp(shape, "fork-per-conn") == 0 || strcmp(shape, "fork-late") == 0 || strncmp(shape, "fork-slow", 9) == 0) {
     /* fork-late: 150 ms between accept and fork, as a loaded host makes of
      * any parent (longer than the 50 ms after which the library used to
      * claim an unused socket for the parent). fork-slow: 400 ms, after the
      * parent's claim (250 ms at most): the client's bytes must still come
      * through whole (the client once switched behind bytes the parent had
      * not read, and the child's first use reset the connection). */
-    long late_ms = strcmp(shape, "fork-late") == 0 ? 150 : strcmp(shape, "fork-slow") == 0 ? 400 : 0;
+    long late_ms = strcmp(shape, "fork-late") == 0 ? 150 : strncmp(shape, "fork-slow", 9) == 0 ? 400 : 0;
+    /* How the parent lets go of its copy: a plain close() is not the only
+     * call that closes an fd, and each must leave the child a working
+     * connection. */
+    const int by_range = strcmp(shape, "fork-slow-range") == 0, by_dup2 = strcmp(shape, "fork-slow-dup2") == 0;
+    int devnull = by_dup2 ? open("/dev/null", O_RDONLY | O_CLOEXEC) : -1;
+    if (by_dup2 && devnull < 0) die("/dev/null");
     const struct timespec late = {0, late_ms * 1000 * 1000};
     signal(SIGCHLD, SIG_IGN);  /* no zombies */
     while (!stopping) {
@@ -347,7 +359,14 @@ static int run_server(const char* shape, const char* addr, const char* portfile,
         serve(fd);
         exit(0);
       }
-      close(fd);
+      if (by_range) {
+        if (close_range((unsigned)fd, (unsigned)fd, 0) != 0) die("close_range");
+      } else if (by_dup2) {
+        if (dup2(devnull, fd) != fd) die("dup2");
+        close(fd);
+      } else {
+        close(fd);
+      }
     }
     return 0;
   }

@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -392,7 +393,7 @@ void finish_streams_at_exit() {
   if (UpgradeEngine* engine = running_upgrade_engine()) engine->finish_closing_at_exit(deadline_ms);
 }
 
-void before_close(int fd, const SocketRef& ref) {
+void before_close(int fd, const SocketRef& ref, bool last_fd) {
   StreamSocket* stream = managed_stream(ref);
   if (stream == nullptr) return;
   // SO_LINGER {1, 0}: the kernel resets the connection; the ring's side
@@ -407,10 +408,29 @@ void before_close(int fd, const SocketRef& ref) {
   }
   // The side band may hold a reference now (serving the child's request):
   // then the release after the kernel's close would come too late for it.
-  if (ref->fds.load(std::memory_order_acquire) == 1 && fork_child_may_hold(stream->kept_since_fork())) {
+  if (last_fd && fork_child_may_hold(stream->kept_since_fork())) {
     sys::ReentryGuard guard;
     hand_back_before_close(stream, fd);
   }
+}
+
+void before_close_range(unsigned int first, unsigned int last) {
+  std::vector<std::pair<int, SocketRef>> closing = sockets_in_range(first, last);
+  std::unordered_map<const SocketState*, uint32_t> fds_in_range;
+  for (const auto& [fd, ref] : closing) ++fds_in_range[ref.get()];
+  for (const auto& [fd, ref] : closing) {
+    auto counted = fds_in_range.find(ref.get());
+    if (counted == fds_in_range.end()) continue;  // done through a lower fd of the same socket
+    before_close(fd, ref, counted->second >= ref->fds.load(std::memory_order_acquire));
+    fds_in_range.erase(counted);
+  }
+}
+
+void before_dup_over(int oldfd, int newfd) {
+  if (oldfd == newfd) return;
+  SocketRef ref = lookup_socket(newfd);
+  if (!ref || lookup_socket(oldfd).get() == ref.get()) return;  // another fd of the same socket: nothing closes
+  before_close(newfd, ref, ref->fds.load(std::memory_order_acquire) == 1);
 }
 
 void on_socket_released(SocketState* state) {

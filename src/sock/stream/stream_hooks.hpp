@@ -62,12 +62,21 @@ void on_file_flags_set(SocketState* state);
 // holds, then a FIN; do the same for upgraded ones (bounded wait).
 void finish_streams_at_exit();
 
-// close(fd) is about to close a tracked socket; the fd is still open.
+// close(fd) is about to close a tracked socket; the fd is still open, and
+// `last_fd` says whether it is the socket's last in this process.
 // SO_LINGER {1, 0} makes the last close abortive on the ring too; a last
 // fd of a connection a fork child may hold is handed back to TCP here,
 // through this fd: once the kernel closed it, a hand-back the side band
 // started for the child meanwhile may find no fd of the socket left.
-void before_close(int fd, const SocketRef& ref);
+void before_close(int fd, const SocketRef& ref, bool last_fd);
+
+// The same for every socket of [first, last] that close_range or closefrom
+// is about to close (a socket's last fd: all of its fds are in the range).
+void before_close_range(unsigned int first, unsigned int last);
+
+// dup2/dup3(oldfd, newfd) is about to close newfd (when it is open and
+// another file than oldfd's): the same as close(newfd) would do first.
+void before_dup_over(int oldfd, int newfd);
 
 // The registry dropped the last reference: the socket is closed.
 void on_socket_released(SocketState* state);
