@@ -259,6 +259,7 @@ void Engine::run() {
     int timeout;
     {
       std::lock_guard<std::mutex> held(mu_);
+      take_closed();
       timeout = next_timeout_ms();
       if (!add_channel_fds(&fds)) timeout = 0;
     }
@@ -274,6 +275,7 @@ void Engine::run() {
     // (bounded) for the peer's device.
     if (fds[2].revents & POLLIN) serve_owner_inbox(hand_back_for_child);
     std::lock_guard<std::mutex> held(mu_);
+    take_closed();
     // Only when poll saw one: every look at an empty rdma_cm channel is a
     // failed system call (the set-up of a connection makes several loops).
     for (int i = 0; cm_event && i < 64; ++i) {
@@ -302,22 +304,39 @@ void Engine::drop_waiting_socket(StreamSocket* stream) {
 }
 
 void Engine::on_closed(StreamSocket* stream, bool drain) {
-  std::lock_guard<std::mutex> held(mu_);
-  drop_waiting_socket(stream);
-  forget_unclaimed(stream);
-  if (!drain) {
-    untrack(stream);
-    return;
+  stream->retain();  // the note's
+  {
+    std::lock_guard<std::mutex> held(closed_mu_);
+    closed_inbox_.push_back(ClosedNote{stream, drain, core::monotonic_ms()});
   }
-  stream->retain();
-  closing_.push_back(Closing{stream, core::monotonic_ms() + kCloseDrainMs});
   wake();
+}
+
+void Engine::take_closed() {
+  std::vector<ClosedNote> notes;
+  {
+    std::lock_guard<std::mutex> held(closed_mu_);
+    if (closed_inbox_.empty()) return;
+    notes.swap(closed_inbox_);
+  }
+  for (const ClosedNote& note : notes) {
+    drop_waiting_socket(note.stream);
+    forget_unclaimed(note.stream);
+    if (!note.drain) {
+      untrack(note.stream);
+      note.stream->release();
+      continue;
+    }
+    // The note's reference is the closing list's now.
+    closing_.push_back(Closing{note.stream, note.closed_ms + kCloseDrainMs});
+  }
 }
 
 void Engine::finish_closing_at_exit(int64_t deadline_ms) {
   std::vector<StreamSocket*> streams;
   {
     std::lock_guard<std::mutex> held(mu_);
+    take_closed();
     for (Closing& closing : closing_) {
       closing.stream->retain();
       streams.push_back(closing.stream);

@@ -259,6 +259,7 @@ class Engine final : public UpgradeEngine {
     sys::real().close(channel_.fd());
     sys::real().close(wake_fd_);
     for (Closing& closing : closing_) closing.stream->close_own_dups_in_child();
+    for (ClosedNote& note : closed_inbox_) note.stream->close_own_dups_in_child();
   }
 
  private:
@@ -445,6 +446,21 @@ class Engine final : public UpgradeEngine {
   int64_t ring_grow_look_ms_ = 0;
   int64_t ring_grow_interval_ms() const;
   std::vector<Closing> closing_;
+  // Sockets the application closed (on_closed) that the thread has not
+  // taken into closing_ yet. on_closed takes only closed_mu_: mu_ is held
+  // through the thread's rounds, and a close() that waited for one cost
+  // the application about a millisecond under emulation. Each note holds
+  // a reference to its socket.
+  struct ClosedNote {
+    StreamSocket* stream;
+    bool drain;
+    int64_t closed_ms;
+  };
+  std::mutex closed_mu_;
+  std::vector<ClosedNote> closed_inbox_;
+  // Under mu_, first thing whenever the thread takes it: what on_closed
+  // noted, done as it was closed (drained in closing_, or untracked).
+  void take_closed();
   ParkedChannels parked_;
   uint64_t attach_handles_ = 0;  // matcher handles of Attaches (a bit apart from cm ids)
   DatagramResolution datagrams_;
