@@ -24,7 +24,7 @@ ut_expect_rdma "$@" && expect=1
 # threads_wait, epoll_nested) warm their pairs up until both directions go
 # over RDMA (warm_up.c) before they look at readiness.
 RDMA_PROGRAMS=" tcp_blocking tcp_inherited_options tcp_nonblocking tcp_recv_flags tcp_small_writes tcp_shutdown msg_iov sendfile_tcp epoll_level
-  epoll_edge fd_dup fortify high_fd select_mixed signal_eintr fork_inflight fork_shared
+  epoll_edge fd_dup fd_close_range fortify high_fd select_mixed signal_eintr fork_inflight fork_shared
   epoll_flags poll_edges select_edges threads_wait epoll_nested "
 
 RDMA_PROGRAMS=" $(echo $RDMA_PROGRAMS) "  # one line, single spaces
