@@ -211,6 +211,15 @@ void ct_wait_readable(int fd) {
   if ((ct_wait(fd, POLLIN, 2000) & POLLIN) == 0) CT_FAIL("fd did not become readable within 2 s");
 }
 
+void ct_echo_byte(int from, int to, const char* what) {
+  char c = 'e';
+  if (send(from, &c, 1, 0) != 1) CT_FAIL("%s: send: %s", what, ct_errname(errno));
+  ct_wait_readable(to);
+  char got = 0;
+  if (recv(to, &got, 1, 0) != 1 || got != c) CT_FAIL("%s: recv: %s", what, ct_errname(errno));
+  ct_out("%s: works", what);
+}
+
 void ct_send_all(int fd, const void* buf, size_t len) {
   const char* p = buf;
   while (len > 0) {

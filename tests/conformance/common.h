@@ -82,6 +82,9 @@ short ct_wait(int fd, short events, int timeout_ms);
 /* Fail unless fd becomes readable within 2 s. */
 void ct_wait_readable(int fd);
 
+/* One byte from `from` to `to` (waited for, checked); prints "WHAT: works". */
+void ct_echo_byte(int from, int to, const char* what);
+
 /* Blocking all-or-fail transfers on a stream. */
 void ct_send_all(int fd, const void* buf, size_t len);
 void ct_recv_all(int fd, void* buf, size_t len);

@@ -15,24 +15,15 @@ static const char* kind(int fd) {
   return S_ISSOCK(st.st_mode) ? "socket" : S_ISFIFO(st.st_mode) ? "fifo" : "other";
 }
 
-static void echo_check(int from, int to, const char* what) {
-  char c = 'd';
-  if (send(from, &c, 1, 0) != 1) CT_FAIL("%s: send: %s", what, ct_errname(errno));
-  ct_wait_readable(to);
-  char got = 0;
-  if (recv(to, &got, 1, 0) != 1 || got != c) CT_FAIL("%s: recv: %s", what, ct_errname(errno));
-  ct_out("%s: works", what);
-}
-
 static void dup_keeps_socket_alive(void) {
   int client, server;
   ct_tcp_pair(&client, &server);
   int d = CT_OK("dup", dup(client));
   ct_out("dup is a %s", kind(d));
-  echo_check(d, server, "send through dup");
+  ct_echo_byte(d, server, "send through dup");
   CT_RC("close original", close(client), 0);
-  echo_check(d, server, "dup after closing the original");
-  echo_check(server, d, "recv through dup");
+  ct_echo_byte(d, server, "dup after closing the original");
+  ct_echo_byte(server, d, "recv through dup");
   ct_out("peer poll while a copy is open: %s", ct_poll_str(ct_wait(server, POLLIN, 50)));
   CT_RC("close dup", close(d), 0);
   char c;
@@ -72,7 +63,7 @@ static void dup2_and_dup3(void) {
   int target = pipefd[1];
   CT_CHECK(dup2(client, target) == target, "dup2 onto an open pipe fd returns that fd");
   ct_out("dup2 target is now a %s", kind(target));
-  echo_check(target, server, "send through dup2 copy");
+  ct_echo_byte(target, server, "send through dup2 copy");
   CT_CHECK(dup2(client, client) == client, "dup2 onto itself returns the fd");
   CT_ERR("dup3 onto itself", dup3(client, client, 0), EINVAL);
   CT_ERR("dup3 with bad flags", dup3(client, target, 12345), EINVAL);
