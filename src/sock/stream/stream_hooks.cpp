@@ -427,7 +427,6 @@ void before_close_range(unsigned int first, unsigned int last) {
 }
 
 void before_dup_over(int oldfd, int newfd) {
-  if (oldfd == newfd) return;
   SocketRef ref = lookup_socket(newfd);
   if (!ref || lookup_socket(oldfd).get() == ref.get()) return;  // another fd of the same socket: nothing closes
   before_close(newfd, ref, ref->fds.load(std::memory_order_acquire) == 1);

@@ -74,8 +74,8 @@ void before_close(int fd, const SocketRef& ref, bool last_fd);
 // is about to close (a socket's last fd: all of its fds are in the range).
 void before_close_range(unsigned int first, unsigned int last);
 
-// dup2/dup3(oldfd, newfd) is about to close newfd (when it is open and
-// another file than oldfd's): the same as close(newfd) would do first.
+// dup2/dup3(oldfd, newfd), oldfd != newfd, is about to close newfd (when
+// it is open and another socket than oldfd's): what close(newfd) does first.
 void before_dup_over(int oldfd, int newfd);
 
 // The registry dropped the last reference: the socket is closed.

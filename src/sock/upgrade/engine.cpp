@@ -309,7 +309,9 @@ void Engine::on_closed(StreamSocket* stream, bool drain) {
     std::lock_guard<std::mutex> held(closed_mu_);
     closed_inbox_.push_back(ClosedNote{stream, drain, core::monotonic_ms()});
   }
-  wake();
+  // A close to finish needs the thread now; untracking one can wait for
+  // its next round (as before the inbox, no wake-up for it).
+  if (drain) wake();
 }
 
 void Engine::take_closed() {
