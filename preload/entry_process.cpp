@@ -31,6 +31,7 @@ VSOCK_EXPORT pid_t fork(void) {
   }
   pid_t pid = real().fork();
   int saved = errno;
+  if (pid == 0) core::stats_start_anew_in_child();  // before the child counts anything of its own
   if (pid > 0 && hold.fork_sequence() != 0) {
     sock::note_fork_child(pid, hold.fork_sequence());
     core::stat_add(core::Stat::forks_keeping_rdma);
@@ -44,7 +45,8 @@ VSOCK_EXPORT pid_t fork(void) {
 
 VSOCK_EXPORT int daemon(int nochdir, int noclose) {
   // glibc's daemon() forks internally, past our fork(): the child goes on
-  // with the sockets.
+  // with the sockets, and with the counts (its parent exits without
+  // printing them).
   if (!sys::in_library()) {
     sock::dgram::leave_all_datagram_sockets();
     sock::HandoffHold hold;

@@ -104,6 +104,14 @@ uint64_t stat_get(Stat stat) {
   return sum;
 }
 
+void stats_start_anew_in_child() {
+  for (CounterBlock* b = g_blocks.load(std::memory_order_acquire); b != nullptr; b = b->next) {
+    for (std::atomic<uint64_t>& value : b->values) value.store(0, std::memory_order_relaxed);
+    if (b != t_block) b->owned.store(false, std::memory_order_release);
+  }
+  for (std::atomic<uint64_t>& value : g_shared) value.store(0, std::memory_order_relaxed);
+}
+
 const char* stat_name(Stat stat) { return kNames[static_cast<int>(stat)]; }
 
 void stats_print() {

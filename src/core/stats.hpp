@@ -109,6 +109,13 @@ uint64_t stat_get(Stat stat);
 void stat_transfer(Stat bytes_counter, Stat calls_counter, uint64_t bytes);
 const char* stat_name(Stat stat);
 
+// In a fork() child, right after the fork: every counter and set value back
+// to 0, so the child reports what it did itself and the sum of the stats
+// lines of a forking server is what the server did (the parent's counts
+// stay with the parent, which prints them). The threads the parent had do
+// not exist here: their blocks are given to the child's next new threads.
+void stats_start_anew_in_child();
+
 // Writes "libvsock[pid]: stats: name=value ..." to the log destination.
 void stats_print();
 
