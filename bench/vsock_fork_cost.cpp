@@ -37,23 +37,13 @@
 // Bounded: connect and every read/write have 5 s timeouts, the opening
 // phase stops at --open-seconds, the check after the forks at 3/4 of
 // --seconds, and alarm(--seconds) ends the client.
-#include <arpa/inet.h>
 #include <dirent.h>
 #include <dlfcn.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/epoll.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -61,12 +51,12 @@
 #include <string>
 #include <vector>
 
+#include "epoll_echo.hpp"
 #include "vsock/vsock.h"
 
 namespace {
 
 constexpr size_t kMessage = 64;
-constexpr int kIoTimeoutS = 5;
 
 struct Options {
   std::string mode, addr = "127.0.0.1";
@@ -75,133 +65,14 @@ struct Options {
   long min_avail_mib = 0;                   // 0: no memory check
 };
 
-volatile sig_atomic_t g_stop = 0;
+constexpr const char* kProgram = "vsock_fork_cost";
 
-[[noreturn]] void die(const char* what) {
-  std::fprintf(stderr, "vsock_fork_cost: %s: %s\n", what, std::strerror(errno));
-  std::exit(1);
-}
+[[noreturn]] void die(const char* what) { bench::die(kProgram, what); }
+using bench::now_us;
+using bench::percentile;
 
-double now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-sockaddr_in make_address(const Options& o) {
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<uint16_t>(o.port));
-  if (inet_pton(AF_INET, o.addr.c_str(), &sa.sin_addr) != 1) die("bad IPv4 address");
-  return sa;
-}
-
-void pin_to_cpu(int cpu) {
-  if (cpu < 0) return;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(cpu, &set);
-  if (sched_setaffinity(0, sizeof set, &set) != 0) die("sched_setaffinity");
-}
-
-void raise_fd_limit() {
-  rlimit lim{};
-  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &lim);
-  }
-}
-
-// ---- server ----
-
-int run_server(const Options& o) {
-  pin_to_cpu(o.cpu);
-  raise_fd_limit();
-  struct sigaction sa{};
-  sa.sa_handler = [](int) { g_stop = 1; };
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);
-  int listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-  if (listener < 0) die("socket");
-  int one = 1;
-  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in me = make_address(o);
-  if (bind(listener, reinterpret_cast<sockaddr*>(&me), sizeof me) != 0) die("bind");
-  if (listen(listener, 4096) != 0) die("listen");
-  socklen_t len = sizeof me;
-  if (getsockname(listener, reinterpret_cast<sockaddr*>(&me), &len) != 0) die("getsockname");
-  int ep = epoll_create1(EPOLL_CLOEXEC);
-  if (ep < 0) die("epoll_create1");
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = listener;
-  if (epoll_ctl(ep, EPOLL_CTL_ADD, listener, &ev) != 0) die("epoll_ctl");
-  std::printf("READY %d\n", ntohs(me.sin_port));
-  std::fflush(stdout);
-
-  char buf[4096];
-  epoll_event events[64];
-  while (!g_stop) {
-    int n = epoll_wait(ep, events, 64, 200);
-    for (int i = 0; i < n; ++i) {
-      int fd = events[i].data.fd;
-      if (fd == listener) {
-        for (int k = 0; k < 64; ++k) {  // bounded: the rest at the next wake-up
-          int c = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK);
-          if (c < 0) break;
-          setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-          epoll_event cev{};
-          cev.events = EPOLLIN;
-          cev.data.fd = c;
-          if (epoll_ctl(ep, EPOLL_CTL_ADD, c, &cev) != 0) close(c);
-        }
-        continue;
-      }
-      ssize_t got = read(fd, buf, sizeof buf);
-      if (got > 0) {
-        // Small messages: the socket buffer takes them; a short write drops the rest (the client then times out).
-        if (write(fd, buf, static_cast<size_t>(got)) != got)
-          std::fprintf(stderr, "vsock_fork_cost server: short echo on fd %d\n", fd);
-      } else if (got == 0 || (errno != EAGAIN && errno != EINTR)) {
-        epoll_ctl(ep, EPOLL_CTL_DEL, fd, nullptr);
-        close(fd);
-      }
-    }
-  }
-  return 0;
-}
-
-// ---- client ----
-
-// One 64 B request and its echo; false on error or timeout.
-bool echo_once(int fd) {
-  char out[kMessage], in[kMessage];
-  std::memset(out, 'f', sizeof out);
-  if (write(fd, out, sizeof out) != static_cast<ssize_t>(sizeof out)) return false;
-  size_t have = 0;
-  while (have < sizeof in) {
-    ssize_t n = read(fd, in + have, sizeof in - have);
-    if (n <= 0 && !(n < 0 && errno == EINTR)) return false;
-    if (n > 0) have += static_cast<size_t>(n);
-  }
-  return std::memcmp(in, out, sizeof in) == 0;
-}
-
-int open_connection(const Options& o) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
-  timeval tv{kIoTimeoutS, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  sockaddr_in sa = make_address(o);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || !echo_once(fd)) {
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return -1;
-  }
-  return fd;
-}
+int open_connection(const Options& o) { return bench::open_echo_connection(bench::ipv4_address(kProgram, o.addr, o.port)); }
+bool echo_once(int fd) { return bench::echo_once(fd, kMessage); }
 
 // "Key:  1234 kB" of /proc/PID/status or /proc/meminfo -> 1234; -1 if absent.
 long proc_kb(const std::string& file, const char* key) {
@@ -266,12 +137,6 @@ std::string moved_fallbacks(const vsock_stats& before, const vsock_stats& after)
   return out;
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return -1;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
-}
-
 // forks times: fork() (raw: the bare system call, past glibc and any
 // preloaded fork(): what the kernel alone costs), the child _exit(0)s at
 // once; *fork_us gets the time to fork's return, *reap_us to waitpid()'s.
@@ -291,8 +156,8 @@ void time_forks(int forks, bool raw, std::vector<double>* fork_us, std::vector<d
 }
 
 int run_client(const Options& o) {
-  pin_to_cpu(o.cpu);
-  raise_fd_limit();
+  bench::pin_to_cpu(kProgram, o.cpu);
+  bench::raise_fd_limit();
   alarm(static_cast<unsigned>(o.seconds) + 1);
   const double open_bound_us = (o.open_seconds > 0 ? o.open_seconds : o.seconds * 0.5) * 1e6;
   auto snapshot = reinterpret_cast<SnapshotFn>(dlsym(RTLD_DEFAULT, "vsock_stats_snapshot"));
@@ -407,7 +272,7 @@ int main(int argc, char** argv) {
     else usage();
   }
   if (argc % 2 != 0 || o.conns < 1 || o.forks < 0 || o.seconds <= 0) usage();
-  if (o.mode == "server") return run_server(o);
+  if (o.mode == "server") return bench::run_epoll_echo_server(kProgram, o.addr, o.port, o.cpu);
   if (o.mode == "client" && o.port > 0) return run_client(o);
   usage();
 }

@@ -161,8 +161,11 @@ void Engine::check_timers() {
       // reads nothing: the ring grows without it (kRingGrowPollMs).
       if (ring_grow_look && stream->ring_may_grow_locked()) stream->progress_locked();
       UpgradePhase phase = stream->upgrade().phase();
-      if (tracked_[i].deadline_ms != 0 && now >= tracked_[i].deadline_ms && phase != UpgradePhase::kSwitched &&
-          phase != UpgradePhase::kFailed && !stream->kernel_only()) {
+      // Settled: the deadline is no longer anyone's. Left standing, a past
+      // deadline made every later poll timeout 0, and the thread ran its
+      // rounds back to back for as long as the connection lived.
+      if (phase == UpgradePhase::kSwitched || phase == UpgradePhase::kFailed) tracked_[i].deadline_ms = 0;
+      if (tracked_[i].deadline_ms != 0 && now >= tracked_[i].deadline_ms && !stream->kernel_only()) {
         tracked_[i].deadline_ms = 0;
         if (stream->upgrade().cm_established()) {
           // The peer never switched (its process stopped?): nothing can be
