@@ -8,10 +8,12 @@
 //       (bench::run_epoll_echo_server); prints "READY <port>", serves until
 //       SIGTERM/SIGINT.
 //   vsock_idle_epoll client --port P [--addr A] [--idle N] [--active K] [--rounds R] [--warmup W]
-//                           [--size B] [--cpu N] [--seconds S]
+//                           [--size B] [--cpu N] [--seconds S] [--hold S]
 //       Opens N idle connections, then K active ones, one after the other,
 //       each with one 64 B request and its echo (under libvsock: upgraded,
-//       so the server's epoll set holds N + K RDMA connections). Then W
+//       so the server's epoll set holds N + K RDMA connections). --hold:
+//       then S seconds with every connection idle (tests/upgrade's
+//       quiet-side-band test looks at the library's threads meanwhile). Then W
 //       warm-up and R measured round trips of B bytes (blocking write, then
 //       read until the echo is whole, checked byte for byte), taking the
 //       active connections in turn; the idle ones see nothing. Last, one
@@ -22,8 +24,10 @@
 // opening stops after half of --seconds, the measured phase after --seconds,
 // and alarm(2 × --seconds) ends the client.
 #include <netinet/in.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -40,7 +44,7 @@ struct Options {
   int port = 0, idle = 0, active = 10, cpu = -1;
   long rounds = 5000, warmup = 500;
   size_t size = 64;
-  double seconds = 120;
+  double seconds = 120, hold = 0;
 };
 
 int run_client(const Options& o) {
@@ -65,6 +69,14 @@ int run_client(const Options& o) {
     std::fprintf(stderr, "%s: %zu of %d idle and %zu of %d active connections opened\n", kProgram, idle.size(),
                  o.idle, active.size(), o.active);
     return 1;
+  }
+
+  if (o.hold > 0) {
+    std::printf("HOLDING %.1f\n", o.hold);
+    std::fflush(stdout);
+    timespec hold{static_cast<time_t>(o.hold), static_cast<long>((o.hold - static_cast<double>(static_cast<time_t>(o.hold))) * 1e9)};
+    while (nanosleep(&hold, &hold) != 0 && errno == EINTR) {
+    }
   }
 
   std::vector<double> samples;
@@ -106,7 +118,7 @@ int run_client(const Options& o) {
   std::fprintf(stderr,
                "usage: vsock_idle_epoll server [--addr A] [--port P] [--cpu N]\n"
                "       vsock_idle_epoll client --port P [--addr A] [--idle N] [--active K] [--rounds R] [--warmup W]\n"
-               "                               [--size B] [--cpu N] [--seconds S]\n");
+               "                               [--size B] [--cpu N] [--seconds S] [--hold S]\n");
   std::exit(2);
 }
 
@@ -128,9 +140,11 @@ int main(int argc, char** argv) {
     else if (key == "--size") o.size = static_cast<size_t>(std::atol(value));
     else if (key == "--cpu") o.cpu = std::atoi(value);
     else if (key == "--seconds") o.seconds = std::atof(value);
+    else if (key == "--hold") o.hold = std::atof(value);
     else usage();
   }
-  if (o.idle < 0 || o.active < 1 || o.rounds < 1 || o.warmup < 0 || o.size < 1 || o.size > 4096 || o.seconds <= 0)
+  if (o.idle < 0 || o.active < 1 || o.rounds < 1 || o.warmup < 0 || o.size < 1 || o.size > 4096 || o.seconds <= 0 ||
+      o.hold < 0 || o.hold > o.seconds)
     usage();
   if (o.mode == "server") return bench::run_epoll_echo_server(kProgram, o.addr, o.port, o.cpu);
   if (o.mode == "client" && o.port > 0) return run_client(o);
