@@ -11,13 +11,17 @@
  *       exits 0 only when all COUNT came, each once and intact.
  *   udp_flood send ADDR PORT COUNT SIZE
  *       sends one 4-byte probe (all ones, which the receiver skips), waits
- *       500 ms (the time a libvsock sender needs to resolve the
- *       destination: datagrams go through the kernel meanwhile), then sends
- *       COUNT datagrams of SIZE bytes as fast as sendto() takes them (each:
- *       its index in 4 bytes, then a pattern of it).
+ *       500 ms, or, under libvsock (vsock_stats_snapshot found with dlsym),
+ *       until the library has resolved the destination or given up (its
+ *       udp_resolutions or udp_resolution_failures moved; 10 s at most:
+ *       datagrams go through the kernel until then, and a slow guest may
+ *       need more than 500 ms), then sends COUNT datagrams of SIZE bytes as
+ *       fast as sendto() takes them (each: its index in 4 bytes, then a
+ *       pattern of it).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdint.h>
@@ -29,6 +33,8 @@
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "vsock/vsock.h"
 
 static unsigned char pattern_byte(uint32_t index, size_t at) { return (unsigned char)(index * 7u + at); }
 
@@ -131,15 +137,41 @@ static int receiver(const char* addr, long count, size_t size, int rcvbuf, const
   return received == count && duplicates == 0 && wrong == 0 ? 0 : 1;
 }
 
+typedef size_t (*snapshot_fn)(struct vsock_stats*, size_t);
+
+/* Resolutions ended (resolved or failed) so far; -1 without the library. */
+static long resolutions_ended(snapshot_fn snapshot) {
+  if (snapshot == NULL) return -1;
+  struct vsock_stats stats;
+  memset(&stats, 0, sizeof stats);
+  snapshot(&stats, sizeof stats);
+  return (long)(stats.udp_resolutions + stats.udp_resolution_failures);
+}
+
+/* After the probe: until the library's resolution of the destination
+ * ended (10 s at most), else 500 ms. */
+static void settle_after_probe(snapshot_fn snapshot, long ended_before) {
+  const struct timespec step = {0, 20 * 1000 * 1000};
+  if (snapshot == NULL) {
+    const struct timespec settle = {0, 500 * 1000 * 1000};
+    nanosleep(&settle, NULL);
+    return;
+  }
+  for (int i = 0; i < 500 && resolutions_ended(snapshot) == ended_before; ++i) nanosleep(&step, NULL);
+  if (resolutions_ended(snapshot) == ended_before)
+    fprintf(stderr, "udp_flood: the destination was not resolved in 10 s\n");
+}
+
 static int sender(const char* addr, int port, long count, size_t size) {
   struct sockaddr_in to;
   int fd = make_socket(addr, &to, port);
+  snapshot_fn snapshot = (snapshot_fn)dlsym(RTLD_DEFAULT, "vsock_stats_snapshot");
+  const long ended_before = resolutions_ended(snapshot);
   if (sendto(fd, kProbe, sizeof kProbe, 0, (struct sockaddr*)&to, sizeof to) != (ssize_t)sizeof kProbe) {
     perror("udp_flood: sendto probe");
     return 1;
   }
-  struct timespec settle = {0, 500 * 1000 * 1000};
-  nanosleep(&settle, NULL);
+  settle_after_probe(snapshot, ended_before);
   unsigned char* buffer = malloc(size);
   long retries = 0;
   for (long i = 0; i < count; ++i) {
