@@ -69,6 +69,7 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 ulimit -l unlimited 2>/dev/null
 work=$(mktemp -d /tmp/vsock-limits.XXXXXX) || exit 1
 source "$source_dir/bench/bench_server.sh"
+source "$source_dir/bench/bench_stats.sh"
 
 # The server may take a while to tear thousands of queue pairs down and
 # print its stats line: 90 s after SIGTERM before SIGKILL.
@@ -101,15 +102,6 @@ row_env() {
   esac
 }
 
-# stats_of LOG NAME... -> "name=value ..." (summed over the log's stats
-# lines), then every fallback_* that is not 0.
-stats_of() {
-  local log=$1
-  shift
-  awk -v want="$*" '/stats:/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] += kv[2] } }
-    END { n = split(want, w, " "); for (i = 1; i <= n; i++) printf "%s=%d ", w[i], v[w[i]]
-          for (k in v) if (k ~ /^fallback_/ && v[k] > 0) printf "%s=%d ", k, v[k] }' "$log" 2>/dev/null
-}
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
 fallbacks() { grep -o 'fallback_[a-z_]*=[0-9]*' <<<"$1" | tr '\n' ' ' | sed 's/ $//'; }
 # div A B [SCALE [DECIMALS]] -> A / B / SCALE, "-" when either is missing.
@@ -156,8 +148,8 @@ for row in "${rows[@]}"; do
   echo "connection_limits.sh: $row: ${limits:-FAILED} ${result:+echo_after=$(field echo_after "$result")}" >&2
   [ -n "$limits" ] || { echo "| $label | client failed | | | | | | | | | |" >>"$table"; continue; }
   opened=$(field opened "$limits")
-  cstats=$(stats_of "$work/client.log" upgrades_done registered_bytes_peak)
-  sstats=$(stats_of "$work/server.log" upgrades_done registered_bytes_peak)
+  cstats=$(bench_stats_of "$work/client.log" upgrades_done registered_bytes_peak)
+  sstats=$(bench_stats_of "$work/server.log" upgrades_done registered_bytes_peak)
   up="-" before="-" reg="-" per_reg="-"
   if [ "$column" != kernel ]; then
     cup=$(field upgrades_done "$cstats") sup=$(field upgrades_done "$sstats")

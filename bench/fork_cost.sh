@@ -51,6 +51,7 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 ulimit -l unlimited 2>/dev/null
 work=$(mktemp -d /tmp/vsock-fork.XXXXXX) || exit 1
 source "$source_dir/bench/bench_server.sh"
+source "$source_dir/bench/bench_stats.sh"
 trap 'bench_stop_server; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
@@ -63,16 +64,6 @@ row_env() {
     kernel) echo "LD_PRELOAD=" ;;
     *) echo "LD_PRELOAD=$lib VSOCK_STATS=1 VSOCK_LOG_FILE=$work/$3.log VSOCK_UPGRADE_TIMEOUT_MS=$upgrade_ms $ring" ;;
   esac
-}
-
-# The counters of a stats log: "name=value" for each of the names given,
-# then every fallback_* that is not 0.
-stats_of() {
-  local log=$1
-  shift
-  awk -v want="$*" '/stats:/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] += kv[2] } }
-    END { n = split(want, w, " "); for (i = 1; i <= n; i++) printf "%s=%d ", w[i], v[w[i]]
-          for (k in v) if (k ~ /^fallback_/ && v[k] > 0) printf "%s=%d ", k, v[k] }' "$log" 2>/dev/null
 }
 
 field() { sed -n "s/.* $1=\([0-9.-]*\).*/\1/p" <<<"$2"; }
@@ -96,15 +87,15 @@ for row in "${rows[@]}"; do
   line=$(timeout -k 5 $((seconds + 20)) env $(row_env "$column" "$ring" client) "$prog" client --addr "$addr" \
     --port "$server_port" --conns "$conns" --forks "$forks" --cpu 1 --seconds "$seconds" 2>>"$work/errors" | grep '^result ')
   bench_stop_server
-  echo "fork_cost.sh: $row: ${line:-FAILED} $(stats_of "$work/client.log" upgrades_done reverts_sent)" >&2
+  echo "fork_cost.sh: $row: ${line:-FAILED} $(bench_stats_of "$work/client.log" upgrades_done reverts_sent)" >&2
   [ -n "$line" ] || { echo "| $row | client failed | | | | | | | | | |" >>"$table"; continue; }
   upgraded=- on_rdma=-
   if [ "$column" != kernel ]; then
-    stats=$(stats_of "$work/client.log" upgrades_done reverts_sent stream_resumes upgrade_resets)
+    stats=$(bench_stats_of "$work/client.log" upgrades_done reverts_sent stream_resumes upgrade_resets)
     up=$(field upgrades_done " $stats") rev=$(field reverts_sent " $stats")
     res=$(field stream_resumes " $stats") rst=$(field upgrade_resets " $stats")
     upgraded=$up on_rdma=$((up - rev - res - rst))
-    echo "$row: client after the forks: RSS $(field rss_after_kb "$line") kB, $(field maps_after "$line") mappings; $stats; server $(stats_of "$work/server.log" upgrades_done reverts_received)" >>"$notes"
+    echo "$row: client after the forks: RSS $(field rss_after_kb "$line") kB, $(field maps_after "$line") mappings; $stats; server $(bench_stats_of "$work/server.log" upgrades_done reverts_received)" >>"$notes"
   fi
   opened=$(field opened "$line") ring_shown=${ring:-2097152}
   [ "$column" = kernel ] && ring_shown=-

@@ -17,9 +17,9 @@
 # libvsock rows: both ends preloaded (BUILD_DIR's library, default
 # profile). The rows run REPEAT times, interleaved, so that a phase of host
 # load falls on every row alike. From the client's VSOCK_STATS=1 line:
-# upgrades_done, and the bytes it sent over RDMA and over TCP (the proof of
-# the path; the client's, as the server may not finish closing 1,000
-# connections in the 5 s its stop allows).
+# upgrades_done, the bytes it sent over RDMA and over TCP and any fallback_*
+# counter that is not 0 (the proof of the path; the client's, as the server
+# may not finish closing 1,000 connections in the 5 s its stop allows).
 #
 # Environment:
 #   VSOCK_IDLE_ROWS     rows "COLUMN:IDLE" (default "kernel:0 kernel:1000
@@ -52,6 +52,7 @@ ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"
 ulimit -l unlimited 2>/dev/null
 work=$(mktemp -d /tmp/vsock-idle.XXXXXX) || exit 1
 source "$source_dir/bench/bench_server.sh"
+source "$source_dir/bench/bench_stats.sh"
 trap 'bench_stop_server; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
@@ -61,14 +62,6 @@ row_env() {
     kernel) echo "LD_PRELOAD=" ;;
     *) echo "LD_PRELOAD=$libvsock VSOCK_STATS=1 VSOCK_LOG_FILE=$work/$2.log VSOCK_UPGRADE_TIMEOUT_MS=$upgrade_ms" ;;
   esac
-}
-
-# "name=value" for each name given, summed over the stats lines of a log.
-stats_of() {
-  local log=$1
-  shift
-  awk -v want="$*" '/stats:/ { for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] += kv[2] } }
-    END { n = split(want, w, " "); for (i = 1; i <= n; i++) printf "%s=%d ", w[i], v[w[i]] }' "$log" 2>/dev/null
 }
 
 field() { sed -n "s/.* $1=\([0-9.-]*\).*/\1/p" <<<" $2"; }
@@ -95,7 +88,7 @@ for ((pass = 1; pass <= repeat; pass++)); do
       --cpu 1 --seconds "$seconds" 2>>"$work/errors" | grep '^result ')
     bench_stop_server
     stats=""
-    [ "$column" != kernel ] && stats=$(stats_of "$work/client.log" upgrades_done rdma_bytes_sent tcp_bytes_sent)
+    [ "$column" != kernel ] && stats=$(bench_stats_of "$work/client.log" upgrades_done rdma_bytes_sent tcp_bytes_sent)
     echo "idle_epoll.sh: $column idle=$idle pass $pass: ${line:-FAILED} ${stats:+client: $stats}" >&2
     [ -n "$line" ] || { echo "| $column | $idle | $pass | client failed | | | | |" >>"$table"; continue; }
     path="kernel TCP"
