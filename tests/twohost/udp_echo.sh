@@ -72,7 +72,12 @@ for mode in $modes; do
     th_log "udp ($TH_ROLE): $s"
     read -r ud kernel received _ <<< "$(echo "$s" | sed 's/[a-z_]*=//g')"
     [ "$received" -gt 0 ] || ut_fail "host $TH_ROLE received nothing over UD"
-    [ "$ud" -ge $(((ud + kernel) * 9 / 10)) ] || ut_fail "host $TH_ROLE sent $ud datagrams over UD and $kernel through the kernel"
+    # The 90% holds where nothing fails; in the flap the kernel also
+    # carries what is sent while the link is down and, when the first
+    # SIDR's MAD was lost (the kernel's retry comes after 4 s, past the
+    # 3 s allowed), the first seconds: that scenario's own bound is below.
+    [ "$scenario" = flap ] || [ "$ud" -ge $(((ud + kernel) * 9 / 10)) ] ||
+      ut_fail "host $TH_ROLE sent $ud datagrams over UD and $kernel through the kernel"
     [ "$TH_DEVICE_DELTA" -ge "$count" ] || ut_fail "host $TH_ROLE: rxe0 counted only $TH_DEVICE_DELTA packets"
   fi
 done
