@@ -8,7 +8,7 @@
 //       (bench::run_epoll_echo_server); prints "READY <port>", serves until
 //       SIGTERM/SIGINT.
 //   vsock_idle_epoll client --port P [--addr A] [--idle N] [--active K] [--rounds R] [--warmup W]
-//                           [--size B] [--cpu N] [--seconds S] [--hold S]
+//                           [--size B] [--cpu N] [--seconds S] [--hold S] [--check-every M]
 //       Opens N idle connections, then K active ones, one after the other,
 //       each with one 64 B request and its echo (under libvsock: upgraded,
 //       so the server's epoll set holds N + K RDMA connections). --hold:
@@ -17,7 +17,8 @@
 //       warm-up and R measured round trips of B bytes (blocking write, then
 //       read until the echo is whole, checked byte for byte), taking the
 //       active connections in turn; the idle ones see nothing. Last, one
-//       echo on every 50th idle connection: still there? Prints one line
+//       echo on every M-th idle connection (default 50; 1: every one, as
+//       the quiet-entries test does): still there? Prints one line
 //       "result idle=N active=K ... p50_us= p99_us= p999_us=".
 //
 // Bounded: every read/write has a 5 s timeout (SO_RCVTIMEO/SO_SNDTIMEO), the
@@ -45,6 +46,7 @@ struct Options {
   long rounds = 5000, warmup = 500;
   size_t size = 64;
   double seconds = 120, hold = 0;
+  int check_every = 50;
 };
 
 int run_client(const Options& o) {
@@ -96,7 +98,7 @@ int run_client(const Options& o) {
   }
 
   int idle_checked = 0, idle_alive = 0;
-  for (size_t i = 0; i < idle.size(); i += 50) {
+  for (size_t i = 0; i < idle.size(); i += static_cast<size_t>(o.check_every)) {
     ++idle_checked;
     if (bench::echo_once(idle[i], 64)) ++idle_alive;
   }
@@ -118,7 +120,7 @@ int run_client(const Options& o) {
   std::fprintf(stderr,
                "usage: vsock_idle_epoll server [--addr A] [--port P] [--cpu N]\n"
                "       vsock_idle_epoll client --port P [--addr A] [--idle N] [--active K] [--rounds R] [--warmup W]\n"
-               "                               [--size B] [--cpu N] [--seconds S] [--hold S]\n");
+               "                               [--size B] [--cpu N] [--seconds S] [--hold S] [--check-every M]\n");
   std::exit(2);
 }
 
@@ -141,10 +143,11 @@ int main(int argc, char** argv) {
     else if (key == "--cpu") o.cpu = std::atoi(value);
     else if (key == "--seconds") o.seconds = std::atof(value);
     else if (key == "--hold") o.hold = std::atof(value);
+    else if (key == "--check-every") o.check_every = std::atoi(value);
     else usage();
   }
   if (o.idle < 0 || o.active < 1 || o.rounds < 1 || o.warmup < 0 || o.size < 1 || o.size > 4096 || o.seconds <= 0 ||
-      o.hold < 0 || o.hold > o.seconds)
+      o.hold < 0 || o.hold > o.seconds || o.check_every < 1)
     usage();
   if (o.mode == "server") return bench::run_epoll_echo_server(kProgram, o.addr, o.port, o.cpu);
   if (o.mode == "client" && o.port > 0) return run_client(o);

@@ -184,6 +184,10 @@ struct vsock_stats {
   uint64_t attach_failed;
   uint64_t parked_yielded;
   uint64_t parked_now;
+  /* Quiet epoll entries (docs/architecture.md, wait/epoll_quiet): idle
+   * upgraded connections that epoll_wait stopped looking at until their
+   * completion channel fired; the times one fired and was looked at again. */
+  uint64_t epoll_quiet_wakes;
 };
 
 /* Copies at most `size` bytes of the counters into `out`; returns the number

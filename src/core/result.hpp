@@ -17,6 +17,7 @@ class Result {
   int error() const { return error_; }
   const T& value() const { return value_; }
   T& value() { return value_; }
+  T value_or(T other) const { return has_value() ? value_ : other; }
 
  private:
   Result(T value, int error) : value_(std::move(value)), error_(error) {}

@@ -91,7 +91,8 @@ namespace vsock::core {
   X(attach_refused)            \
   X(attach_failed)             \
   X(parked_yielded)            \
-  X(parked_now)
+  X(parked_now)                \
+  X(epoll_quiet_wakes)
 
 enum class Stat : int {
 #define VSOCK_STAT_ENUM(name) name,

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 
@@ -84,6 +85,13 @@ class ManagedSocket {
   // again (-1: no limit; readiness may change without any fd saying so).
   static constexpr int kMaxWakeFds = 3;
   virtual int wake_fds(int fd, short events, pollfd* out, int* slice_ms) = 0;
+  // Whether the fds that the last wake_fds() gave report every change of
+  // readiness but what time brings (the slice: probes of an idle peer).
+  // A waiter may then leave the socket unlooked-at until one of them
+  // fires, its slice passes, or note_route_changed() is called (an epoll
+  // view's quiet entries, wait/epoll_quiet.hpp). False for a socket in
+  // transition or whose fd is shared with other sockets' waiters.
+  virtual bool wake_fds_tell_all(int /*fd*/) { return false; }
   // Changes whenever something may have become newly ready: edge-triggered
   // epoll reports a ready socket again after it changed. `fd` is the
   // socket's fd in the caller's table (looked at for the kernel's news).
@@ -98,5 +106,27 @@ class ManagedSocket {
  protected:
   ~ManagedSocket() = default;  // lifetime is each kind's own (counted)
 };
+
+// Bumped whenever a socket starts or stops being served by the library
+// (attached, fallen back to the kernel) or changes in a way that its wake
+// fds do not report (shutdown by the application, a resume): waiters that
+// skip quiet sockets look at all of them again. Lock-free.
+inline std::atomic<uint64_t> g_route_changes{0};
+inline void note_route_changed() { g_route_changes.fetch_add(1, std::memory_order_acq_rel); }
+inline uint64_t route_changes() { return g_route_changes.load(std::memory_order_acquire); }
+
+// Completion events that a socket's own call took from its channel (a
+// look of poll(), of an epoll set, a blocking call's sleep), process-wide
+// and by this thread. An event taken was an event that a quiet epoll
+// entry's wake set then never sees: a view that finds events taken other
+// than by its own looks looks at its quiet entries again.
+inline std::atomic<uint64_t> g_wake_events_taken{0};
+inline thread_local uint64_t t_wake_events_taken = 0;
+inline void note_wake_events_taken(int count) {
+  if (count <= 0) return;
+  g_wake_events_taken.fetch_add(static_cast<uint64_t>(count), std::memory_order_acq_rel);
+  t_wake_events_taken += static_cast<uint64_t>(count);
+}
+inline uint64_t wake_events_taken() { return g_wake_events_taken.load(std::memory_order_acquire); }
 
 }  // namespace vsock::sock

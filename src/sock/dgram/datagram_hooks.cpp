@@ -60,6 +60,7 @@ void on_datagram_created(SocketState* state) {
   if (state->domain != AF_INET && state->domain != AF_INET6) return;
   auto* socket = new DatagramSocket(state->domain);
   state->datagram.store(socket, std::memory_order_release);
+  note_route_changed();
   socket->assume_known_mode(state->known_mode);
 }
 

@@ -156,7 +156,10 @@ void DatagramSocket::detach(bool closing) {
     listening_ = false;
     peers.swap(peers_);
     port = port_;
-    if (queue_.empty()) kernel_only_.store(true, std::memory_order_release);
+    if (queue_.empty()) {
+      kernel_only_.store(true, std::memory_order_release);
+      note_route_changed();
+    }
   }
   if (hub == nullptr) {
     // It left UD before (its cookie is remembered as departed): closed now.
@@ -197,6 +200,7 @@ void DatagramSocket::abandon_in_child() {
   queue_.clear();
   queued_.store(0, std::memory_order_release);
   kernel_only_.store(true, std::memory_order_release);
+  note_route_changed();
 }
 
 void DatagramSocket::on_last_close() { detach(true); }
@@ -482,7 +486,10 @@ size_t DatagramSocket::take_queued(int fd, msghdr& msg, int flags) {
     msg.msg_controllen = 0;
   }
   queued_.store(queue_.count(), std::memory_order_release);
-  if (queue_.empty() && leaving_) kernel_only_.store(true, std::memory_order_release);
+  if (queue_.empty() && leaving_) {
+    kernel_only_.store(true, std::memory_order_release);
+    note_route_changed();
+  }
   if (!(flags & MSG_PEEK)) turns_.took_from_ud();
   return n;
 }

@@ -57,7 +57,10 @@ bool offload_allowed(SocketState* state, core::Role role, const sockaddr* addr) 
 // Installs `stream` in the state (which then owns the creation reference).
 bool attach(SocketState* state, StreamSocket* stream) {
   StreamSocket* expected = nullptr;
-  if (state->stream.compare_exchange_strong(expected, stream, std::memory_order_acq_rel)) return true;
+  if (state->stream.compare_exchange_strong(expected, stream, std::memory_order_acq_rel)) {
+    note_route_changed();  // an epoll set's kernel entry for it moves to the view
+    return true;
+  }
   stream->release();  // another thread attached one first (two connects at once)
   return false;
 }

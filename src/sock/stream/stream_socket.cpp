@@ -156,6 +156,7 @@ void StreamSocket::become_kernel_only() {
   connector_ = rdma::CmConnector();
   channel_.reset();
   kernel_only_.store(true, std::memory_order_release);
+  note_route_changed();
 }
 
 void StreamSocket::reset_connection(int error, const char* why) {
@@ -637,7 +638,8 @@ bool StreamSocket::flush_locked(std::unique_lock<std::mutex>& held, int timeout_
     sys::real().poll(&pfd, 1, kFlushSliceMs);
     relock(held);
     // After commit the channel stays (no fallback), but check as wait() does.
-    if (channel == channel_.get() && channel_ && (pfd.revents & POLLIN)) channel_->take_event();
+    if (channel == channel_.get() && channel_ && (pfd.revents & POLLIN))
+      note_wake_events_taken(channel_->take_event().value_or(0));
   }
 }
 
@@ -785,6 +787,13 @@ int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
   return n;
 }
 
+bool StreamSocket::wake_fds_tell_all(int /*fd*/) {
+  std::unique_lock<std::mutex> held = lock_call();
+  return !kernel_only() && channel_ && channel_->started() && channel_->error() == 0 &&
+         upgrade_.phase() == UpgradePhase::kSwitched && !resuming_ && !peer_reverted_ && !closing_ &&
+         write_hold_until_ms_ == 0;
+}
+
 core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd, WaitFor what, int64_t deadline_ms) {
   using R = core::Result<bool>;
   pollfd fds[2];
@@ -860,7 +869,7 @@ core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd
   }
   // The channel may have been replaced or dropped while we slept.
   if (channel_index >= 0 && channel == channel_.get() && channel_ && (fds[channel_index].revents & POLLIN))
-    channel_->take_event();
+    note_wake_events_taken(channel_->take_event().value_or(0));
   if (rc == 0 && channel == channel_.get() && channel_ && channel_->note_idle(slice)) look_for_peer_resume(fd);
   if (deadline_ms >= 0 && core::monotonic_ms() >= deadline_ms) return R::fail(EAGAIN);
   return R::ok(false);

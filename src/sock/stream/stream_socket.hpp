@@ -110,6 +110,10 @@ class StreamSocket final : public ManagedSocket {
   // count, and in *slice_ms how long to sleep at most before looking again
   // (the upgrade may change things no fd reports).
   int wake_fds(int fd, short events, pollfd* out, int* slice_ms) override;
+  // True once the connection is on its ring for good (switched, no
+  // resume, no hold, no error): then the completion channel (and the TCP
+  // socket, while it is among the wake fds) reports every change.
+  bool wake_fds_tell_all(int fd) override;
   // Changes whenever something may have become newly ready (data or
   // credit arrived on the ring or on TCP, a call found nothing and will
   // wait): edge-triggered epoll reports a ready socket again after it changed.

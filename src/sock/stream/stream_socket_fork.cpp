@@ -51,6 +51,7 @@ void StreamSocket::leave_parked_locked(int fd) {
   }
   parked_.store(false, std::memory_order_release);
   kernel_only_.store(true, std::memory_order_release);
+  note_route_changed();
 }
 
 }  // namespace vsock::sock

@@ -405,6 +405,7 @@ core::Result<bool> StreamSocket::shutdown(int fd, int how) {
     if (how == SHUT_RDWR) read_shut_ = true;
     write_shut_ = true;
     resend_shut_wr_ = true;
+    note_route_changed();
     flush_resend_locked();
     return R::ok(true);
   }
@@ -414,6 +415,7 @@ core::Result<bool> StreamSocket::shutdown(int fd, int how) {
   if (how != SHUT_RD && token_owed_ && !kernel_only()) wait_for_token_locked(&held, core::monotonic_ms() + kTokenBeforeTcpMs);
   if (sys::real().shutdown(fd, how) != 0) return R::fail(errno);
   if (kernel_only()) return R::ok(true);
+  note_route_changed();  // readiness changes with no fd to say so
   if (how == SHUT_RD || how == SHUT_RDWR) read_shut_ = true;
   if (how == SHUT_WR || how == SHUT_RDWR) {
     write_shut_ = true;
@@ -463,7 +465,7 @@ short StreamSocket::poll_events(int fd, short events, Look look) {
   std::unique_lock<std::mutex> held = lock_call();
   last_fd_ = fd;
   // Events of the completion channel a sleeper woke for (non-blocking).
-  if (channel_ && !kernel_only()) channel_->drain_events();
+  if (channel_ && !kernel_only()) note_wake_events_taken(channel_->drain_events().value_or(0));
   progress_locked();
   if (resuming_ && reader_.tcp_again()) take_resume_record(fd);
   if (reader_.token_due()) check_token_locked(fd);

@@ -62,6 +62,7 @@ bool StreamSocket::resume_on_tcp() {
   writer_.revert();
   peer_reverted_ = true;
   resuming_ = true;
+  note_route_changed();
   resumed_ = true;
   resume_peer_unread_ = resent.value() > 0;
   resend_shut_wr_ = write_shut_;  // the kernel's FIN after what we resend

@@ -191,6 +191,7 @@ void StreamSocket::abandon_in_child() {
   if (awaiting_claim_.load(std::memory_order_acquire)) return;  // nothing of the parent's to forget
   forget_parent_objects();
   kernel_only_.store(true, std::memory_order_release);
+  note_route_changed();
 }
 
 void StreamSocket::reset_tcp(int fd, const char* why) {

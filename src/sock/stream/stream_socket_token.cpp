@@ -145,7 +145,8 @@ void StreamSocket::wait_for_token_locked(std::unique_lock<std::mutex>* held, int
     if (held != nullptr) held->unlock();
     sys::real().poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, kTokenPollSliceMs)));
     if (held != nullptr) relock(*held);
-    if (on_channel && channel_.get() == channel && channel_ && (pfd.revents & POLLIN)) channel_->take_event();
+    if (on_channel && channel_.get() == channel && channel_ && (pfd.revents & POLLIN))
+      note_wake_events_taken(channel_->take_event().value_or(0));
   }
 }
 

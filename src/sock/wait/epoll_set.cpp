@@ -12,6 +12,7 @@
 
 #include "core/clock.hpp"
 #include "core/config.hpp"
+#include "sock/wait/epoll_quiet.hpp"
 #include "sock/wait/epoll_view.hpp"
 #include "sock/registry.hpp"
 #include "sock/wait/spin_budget.hpp"
@@ -24,6 +25,12 @@
 namespace vsock::sock {
 namespace {
 
+// wake_events_taken() and this thread's count when a look began.
+struct TakenAtLook {
+  uint64_t all = 0;
+  uint64_t own = 0;
+};
+
 // A socket whose readiness the library may serve, now or later: a TCP
 // connection that may upgrade, a UDP socket that may receive over UD.
 bool upgradable(const SocketRef& ref) {
@@ -33,13 +40,13 @@ bool upgradable(const SocketRef& ref) {
 }
 
 // The kernel's answer for an entry the kernel's set no longer holds.
-int control_upgraded(EpollEntry& entry, std::map<int, EpollEntry>& entries, int op, int fd, epoll_event* event) {
+int control_upgraded(EpollView& view, EpollEntry& entry, int op, int fd, epoll_event* event) {
   switch (op) {
     case EPOLL_CTL_ADD:
       errno = EEXIST;
       return -1;
     case EPOLL_CTL_DEL:
-      entries.erase(fd);
+      erase_entry(view, fd);
       return 0;
     case EPOLL_CTL_MOD:
       if (event == nullptr) {
@@ -54,6 +61,7 @@ int control_upgraded(EpollEntry& entry, std::map<int, EpollEntry>& entries, int 
       entry.event = *event;
       entry.disabled = false;
       entry.reported = 0;
+      wake_entry(view, fd);  // other events: its wake fds may differ
       return 0;
     default:
       errno = EINVAL;
@@ -63,14 +71,83 @@ int control_upgraded(EpollEntry& entry, std::map<int, EpollEntry>& entries, int 
 
 // The views of the epoll sets nested in `view` that the library serves,
 // and the upgraded sockets of `view` itself (moved out of the kernel's set
-// as they upgrade, back in as they fall back).
-void collect(EpollView& view, std::vector<DueEntry>* due, std::vector<std::shared_ptr<EpollView>>* inner) {
+// as they upgrade, back in as they fall back) that this look must see:
+// the awake ones, after the quiet ones whose wake fds fired (on a look
+// that also asks the kernel) or whose sweep came. All of them after a
+// socket changed route; the quiet ones, too, after another wait took
+// completion events (see wake_events_taken). Returns whether any entry is
+// quiet; *taken: the events taken when the look began (end_look's).
+bool collect(EpollView& view, Look look, std::vector<DueEntry>* due, std::vector<std::shared_ptr<EpollView>>* inner,
+             TakenAtLook* taken) {
   due->clear();
+  bool any_quiet;
   {
     std::lock_guard<std::mutex> held(view.mu);
-    scan_entries(view, due);
+    forget_wake_set_if_forked(view);
+    const uint64_t changes = route_changes();
+    taken->all = wake_events_taken();
+    taken->own = t_wake_events_taken;
+    if (taken->all != view.events_taken_seen) wake_all_quiet(view);
+    if (look != Look::kSpin) {
+      wake_fired(view);
+      sweep_quiet(view, core::monotonic_ms());
+    }
+    if (view.need_scan || changes != view.seen_route_changes) {
+      view.need_scan = false;
+      view.seen_route_changes = changes;
+      scan_entries(view, due);
+    } else {
+      scan_awake(view, due);
+    }
+    any_quiet = view.quiet_count > 0;
   }
   *inner = live_nested(view);
+  return any_quiet;
+}
+
+// The look is over: the events it took itself (its thread's, since
+// collect) are no news for the quiet entries; others' are.
+void end_look(EpollView& view, const TakenAtLook& taken) {
+  std::lock_guard<std::mutex> held(view.mu);
+  view.events_taken_seen = taken.all + (t_wake_events_taken - taken.own);
+}
+
+// After a look that asked the kernel too and found an entry with nothing
+// to report: entries that a spin keeps finding idle (kSpinQuietAfterMs)
+// go quiet (epoll_quiet.hpp), as a sleep makes them at once.
+void quiet_idle(EpollView& view, const std::vector<DueEntry>& due, int64_t now_ms) {
+  std::lock_guard<std::mutex> held(view.mu);
+  for (const DueEntry& d : due) {
+    auto it = view.entries.find(d.key);
+    if (it == view.entries.end() || d.socket == nullptr || it->second.quiet) continue;
+    EpollEntry& entry = it->second;
+    if (entry.idle_since_ms < 0) {
+      entry.idle_since_ms = now_ms;
+    } else if (now_ms - entry.idle_since_ms >= kSpinQuietAfterMs && !try_quiet(view, d.key, entry, d.socket, nullptr)) {
+      entry.idle_since_ms = now_ms;  // not fit to be quiet now: ask again later, not on every look
+    }
+  }
+}
+
+// Before a sleep: what each looked-at entry must wake for. Those whose
+// socket allows go quiet (their wake fds in the wake set, which the sleep
+// watches, with the sweep's slice); the others' fds join the sleep.
+void sleep_on_entries(EpollView& view, const std::vector<DueEntry>& due, SleepSet* sleep) {
+  std::lock_guard<std::mutex> held(view.mu);
+  for (const DueEntry& d : due) {
+    auto it = view.entries.find(d.key);
+    if (d.socket == nullptr || it == view.entries.end()) {
+      sleep_on(sleep, d);
+      continue;
+    }
+    if (!it->second.quiet) try_quiet(view, d.key, it->second, d.socket, sleep);
+  }
+  int slice_ms = -1;
+  const int wake_fd = quiet_wake_fd(view, core::monotonic_ms(), &slice_ms);
+  if (wake_fd >= 0) {
+    sleep->add(pollfd{wake_fd, POLLIN, 0});
+    sleep->limit_slice(slice_ms);
+  }
 }
 
 // Nothing of this set's own is ready: its eventfd must not wake its waiters.
@@ -123,14 +200,14 @@ int epoll_control(int epfd, int op, int fd, epoll_event* event) {
     }
     // An upgraded socket is in our view only: answer for the kernel.
     if (it != view->entries.end() && !it->second.in_kernel)
-      return control_upgraded(it->second, view->entries, op, fd, event);
+      return control_upgraded(*view, it->second, op, fd, event);
   }
   int rc = sys::real().epoll_ctl(epfd, op, fd, event);
   if (rc != 0) return rc;
   if (op == EPOLL_CTL_DEL) {
     if (view) {
       std::lock_guard<std::mutex> held(view->mu);
-      view->entries.erase(fd);
+      erase_entry(*view, fd);
       view->nested.erase(fd);
     }
     return 0;
@@ -158,6 +235,8 @@ int epoll_control(int epfd, int op, int fd, epoll_event* event) {
   entry.in_kernel = true;
   entry.disabled = false;
   entry.reported = 0;
+  entry.idle_since_ms = -1;
+  wake_entry(*view, fd);
   return 0;
 }
 
@@ -186,14 +265,16 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
   std::vector<std::shared_ptr<EpollView>> inner;
   SleepSet sleep_set;
   for (;;) {
-    collect(*view, &due, &inner);
-    if (due.empty() && inner.empty()) return kernel_wait(*view, events, max, timeout, deadline, mask);
-    // The nested sets' eventfds now say whether they are ready.
-    for (const std::shared_ptr<EpollView>& p : inner) observe_view(*p, nullptr);
     const Look look = !spinning || wait_expired(deadline) ? Look::kFull
                       : spin.checkpoint()                 ? Look::kCheckpoint
                                                           : Look::kSpin;
+    TakenAtLook taken;
+    const bool any_quiet = collect(*view, look, &due, &inner, &taken);
+    if (due.empty() && inner.empty() && !any_quiet) return kernel_wait(*view, events, max, timeout, deadline, mask);
+    // The nested sets' eventfds now say whether they are ready.
+    for (const std::shared_ptr<EpollView>& p : inner) observe_view(*p, nullptr);
     int n = 0;
+    bool idle_seen = false;  // an entry with nothing to report
     // Each call starts one entry further on, so that with a small `max` a
     // socket that stays ready does not hide the others (the kernel's ready
     // list rotates likewise).
@@ -207,7 +288,11 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
       uint32_t ready = 0;
       uint32_t report = entry_report(entry, d.socket, d.fd, &ready, look);
       if (entry.event.events & EPOLLET) entry.reported = ready;
-      if (report == 0) continue;
+      if (report == 0) {
+        idle_seen = true;
+        continue;
+      }
+      entry.idle_since_ms = -1;
       events[n].events = report;
       events[n].data = entry.event.data;
       ++n;
@@ -220,6 +305,8 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
       int kernel = sys::real().epoll_wait(epfd, events + n, max - n, 0);
       if (kernel > 0) n += drop_marker_events(*view, events + n, kernel);
     }
+    end_look(*view, taken);
+    if (idle_seen && look != Look::kSpin) quiet_idle(*view, due, core::monotonic_ms());
     if (n > 0) return n;
     if (wait_expired(deadline)) {
       if (look == Look::kFull) return 0;
@@ -234,7 +321,7 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
     sleep_set.clear();
     sleep_set.add(pollfd{epfd, POLLIN, 0});
     for (const std::shared_ptr<EpollView>& p : inner) observe_view(*p, &sleep_set);
-    for (const DueEntry& d : due) sleep_on(&sleep_set, d);
+    sleep_on_entries(*view, due, &sleep_set);
     int rc = sleep_set.sleep(deadline, mask);
     if (rc < 0 && errno == EINTR) return -1;
   }

@@ -32,11 +32,15 @@ bool observe_at(EpollView& view, SleepSet* sleep, int depth) {
   bool ready = false;
   {
     std::lock_guard<std::mutex> held(view.mu);
-    scan_entries(view, &due);
+    scan_entries(view, &due, true);  // quiet ones too: a look from outside is rare and full
     uint64_t activity = 0;
     for (const DueEntry& d : due) {
       uint32_t now_ready = 0;
-      if (entry_report(view.entries[d.key], d.socket, d.fd, &now_ready, Look::kFull) != 0) ready = true;
+      EpollEntry& entry = view.entries[d.key];
+      if (entry_report(entry, d.socket, d.fd, &now_ready, Look::kFull) != 0) ready = true;
+      // This look may have taken the completion event that was to wake a
+      // quiet entry in the view's own wait (and left its queue unarmed).
+      if (entry.quiet) wake_entry(view, d.key);
       if (d.socket != nullptr) activity += d.socket->activity(d.fd);
     }
     set_signal(view, ready, activity, true);
@@ -52,6 +56,7 @@ bool observe_at(EpollView& view, SleepSet* sleep, int depth) {
 
 EpollView::~EpollView() {
   if (signal_fd >= 0) sys::real().close(signal_fd);
+  if (wake_epfd >= 0) sys::real().close(wake_epfd);
 }
 
 std::shared_ptr<EpollView> find_view(int epfd) {
@@ -192,37 +197,87 @@ void orphan_before_close(int fd) {
   }
 }
 
+void erase_entry(EpollView& view, int key) {
+  auto it = view.entries.find(key);
+  if (it == view.entries.end()) return;
+  if (it->second.quiet) --view.quiet_count;
+  view.entries.erase(it);
+  view.awake.erase(key);
+}
+
+void wake_entry(EpollView& view, int key) {
+  auto it = view.entries.find(key);
+  if (it == view.entries.end()) return;
+  if (it->second.quiet) {
+    it->second.quiet = false;
+    --view.quiet_count;
+  }
+  view.awake.insert(key);
+}
+
 bool orphan_entry(EpollView& view, int* key, int closing) {
   auto it = view.entries.find(*key);
   if (it == view.entries.end()) return false;
   EpollEntry entry = it->second;
-  view.entries.erase(it);
+  erase_entry(view, *key);
   // Still in the kernel's set: the kernel reports it (its TCP readiness).
   if (entry.in_kernel) return false;
   entry.fd = find_fd_of(entry.state, entry.generation, closing);
   if (entry.fd < 0) return false;  // the last copy is closed
   *key = view.next_orphan_key--;
+  entry.quiet = false;
+  entry.wake_armed = false;
   view.entries[*key] = entry;
+  view.awake.insert(*key);
   return true;
 }
 
-void scan_entries(EpollView& view, std::vector<DueEntry>* due) {
-  for (auto it = view.entries.begin(); it != view.entries.end();) {
-    int key = it->first;
-    SocketRef ref = lookup_socket(it->second.fd);
-    if (ref.get() != it->second.state || ref->generation.load() != it->second.generation) {
-      ++it;  // still valid: orphan_entry() erases `key` and adds a smaller key
-      int moved = key;
-      orphan_entry(view, &moved);
-      continue;
-    }
-    EpollEntry& entry = it->second;
-    ManagedSocket* socket = managed_socket(ref);
-    sync_kernel_membership(view, key, entry, socket != nullptr);
-    if ((socket != nullptr || key < 0) && !entry.disabled)
-      due->push_back(DueEntry{key, entry.fd, std::move(ref), socket, poll_bits(entry.event.events)});
-    ++it;
+namespace {
+
+// One entry of a scan: brought up to date (see scan_entries) and, if a
+// look must see it, appended to *due. Keeps view.awake in step.
+void scan_entry(EpollView& view, int key, std::vector<DueEntry>* due, bool include_quiet) {
+  auto it = view.entries.find(key);
+  if (it == view.entries.end()) {
+    view.awake.erase(key);
+    return;
   }
+  SocketRef ref = lookup_socket(it->second.fd);
+  if (ref.get() != it->second.state || ref->generation.load() != it->second.generation) {
+    int moved = key;
+    orphan_entry(view, &moved);  // erases `key`; a new one is awake
+    return;
+  }
+  EpollEntry& entry = it->second;
+  ManagedSocket* socket = managed_socket(ref);
+  sync_kernel_membership(view, key, entry, socket != nullptr);
+  const bool looked_at = (socket != nullptr || key < 0) && !entry.disabled;
+  if (!looked_at || entry.quiet) {
+    view.awake.erase(key);
+    if (!looked_at && entry.quiet) {  // the kernel's again, or disabled
+      entry.quiet = false;
+      --view.quiet_count;
+    }
+    if (!looked_at || !include_quiet) return;
+  } else {
+    view.awake.insert(key);
+  }
+  due->push_back(DueEntry{key, entry.fd, std::move(ref), socket, poll_bits(entry.event.events)});
+}
+
+}  // namespace
+
+void scan_entries(EpollView& view, std::vector<DueEntry>* due, bool include_quiet) {
+  std::vector<int> keys;
+  keys.reserve(view.entries.size());
+  for (const auto& [key, entry] : view.entries) keys.push_back(key);
+  view.awake.clear();
+  for (int key : keys) scan_entry(view, key, due, include_quiet);
+}
+
+void scan_awake(EpollView& view, std::vector<DueEntry>* due) {
+  std::vector<int> keys(view.awake.begin(), view.awake.end());
+  for (int key : keys) scan_entry(view, key, due, false);
 }
 
 void sleep_on(SleepSet* sleep, const DueEntry& due) {

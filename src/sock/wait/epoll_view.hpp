@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 #include "sock/managed_socket.hpp"
@@ -40,6 +41,13 @@ struct EpollEntry {
   bool disabled = false;         // EPOLLONESHOT fired; MOD re-enables
   uint32_t reported = 0;         // edge-triggered: events reported and still ready
   uint64_t activity = 0;         // edge-triggered: ManagedSocket::activity() then
+  // Quiet (wait/epoll_quiet.hpp): looks leave the entry out until one of
+  // its wake fds fires in the view's wake set or the sweep comes.
+  bool quiet = false;
+  bool wake_armed = false;       // `wake` registered one-shot, not fired since
+  int wake_count = 0;
+  pollfd wake[ManagedSocket::kMaxWakeFds] = {};
+  int64_t idle_since_ms = -1;    // when looks began to find nothing (-1: it was ready)
 };
 
 struct EpollView {
@@ -59,6 +67,21 @@ struct EpollView {
   // Once anything was registered here the library waits on this set.
   std::atomic<bool> in_use{false};
   std::atomic<size_t> rotation{0};  // where the next epoll_wait starts reporting
+  // The keys every look goes through (a ready list of sorts): entries of
+  // served sockets that are neither quiet nor disabled, and orphans. The
+  // others are the kernel's or wait for their wake set; a full scan
+  // (scan_entries) rebuilds the set when sockets change route.
+  std::set<int> awake;
+  bool need_scan = true;
+  uint64_t seen_route_changes = 0;  // route_changes() at the last full scan
+  // The wake set of the quiet entries (an epoll fd of the library's own,
+  // -1 until needed) and when they are next all looked at.
+  int wake_epfd = -1;
+  uint64_t wake_forks = 0;  // fork_generation() when it was made
+  size_t quiet_count = 0;
+  uint64_t events_taken_seen = 0;  // wake_events_taken() after the last look, less others' takes
+  int64_t next_sweep_ms = 0;  // 0: no sweep planned
+  int sweep_cursor = 0;       // the key the next sweep batch starts at
   // The eventfd in the kernel set (-1 until the view is first observed
   // from outside); its epoll data is `marker`, which waits filter out.
   int signal_fd = -1;
@@ -107,11 +130,21 @@ struct DueEntry {
 void sleep_on(SleepSet* sleep, const DueEntry& due);
 
 // Under the view's lock: the entries whose socket is upgraded and that are
-// not disabled, appended to *due. On the way: drops the entries whose
-// socket is gone, keeps (under a negative key) those whose number was
-// closed while a dup lives on, moves sockets that upgraded out of the
+// not disabled nor quiet (with `include_quiet`, quiet ones too), appended
+// to *due; view.awake becomes their keys. On the way: drops the entries
+// whose socket is gone, keeps (under a negative key) those whose number
+// was closed while a dup lives on, moves sockets that upgraded out of the
 // kernel's set and those that fell back into it.
-void scan_entries(EpollView& view, std::vector<DueEntry>* due);
+void scan_entries(EpollView& view, std::vector<DueEntry>* due, bool include_quiet = false);
+// The same for the keys in view.awake only (what changes the others is
+// what puts them back there, or makes a full scan due).
+void scan_awake(EpollView& view, std::vector<DueEntry>* due);
+
+// Under the view's lock: the entry leaves the view (and its quiet count).
+void erase_entry(EpollView& view, int key);
+// Under the view's lock: the entry is looked at by the next looks (no
+// longer quiet): its registration changed, or something may have.
+void wake_entry(EpollView& view, int key);
 
 // `fd` is about to be closed while another fd keeps its socket open: its
 // registrations leave the kernel's sets (the number still names them) and

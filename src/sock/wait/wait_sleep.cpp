@@ -21,7 +21,7 @@ void SleepSet::add_socket(ManagedSocket* socket, int fd, short events) {
   int slice_ms = -1;
   int count = socket->wake_fds(fd, events, wake, &slice_ms);
   fds_.insert(fds_.end(), wake, wake + count);
-  if (slice_ms >= 0 && (slice_ms_ < 0 || slice_ms < slice_ms_)) slice_ms_ = slice_ms;
+  limit_slice(slice_ms);
 }
 
 int SleepSet::sleep(int64_t deadline, const sigset_t* mask) {

@@ -30,6 +30,10 @@ class SleepSet {
     slice_ms_ = -1;
   }
   void add(const pollfd& fd) { fds_.push_back(fd); }
+  // Sleeps at most `slice_ms` (-1: no limit asked).
+  void limit_slice(int slice_ms) {
+    if (slice_ms >= 0 && (slice_ms_ < 0 || slice_ms < slice_ms_)) slice_ms_ = slice_ms;
+  }
   // What may change `socket`'s readiness for `events` (arms what it must).
   void add_socket(ManagedSocket* socket, int fd, short events);
   // The real ppoll with the caller's sigmask. -1 and errno as ppoll's.
