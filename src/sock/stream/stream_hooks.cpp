@@ -57,10 +57,7 @@ bool offload_allowed(SocketState* state, core::Role role, const sockaddr* addr) 
 // Installs `stream` in the state (which then owns the creation reference).
 bool attach(SocketState* state, StreamSocket* stream) {
   StreamSocket* expected = nullptr;
-  if (state->stream.compare_exchange_strong(expected, stream, std::memory_order_acq_rel)) {
-    note_route_changed();  // an epoll set's kernel entry for it moves to the view
-    return true;
-  }
+  if (state->stream.compare_exchange_strong(expected, stream, std::memory_order_acq_rel)) return true;
   stream->release();  // another thread attached one first (two connects at once)
   return false;
 }
@@ -118,6 +115,10 @@ void on_connected(int fd, SocketState* state, const sockaddr* peer, socklen_t pe
   }
   auto* stream = new (std::nothrow) StreamSocket(UpgradeRole::kClient, new_nonce());
   if (stream == nullptr || !attach(state, stream)) return;
+  // A socket may be in an epoll set before it connects (a non-blocking
+  // connect's usual shape): its entry there moves to the view, which a
+  // full scan does. An accepted socket is in none yet: no scan for it.
+  note_route_changed();
   stream->assume_known_mode(state->known_mode);
   copy_kernel_options(fd, state, stream);
   if (!engine->start_connect(fd, stream, peer, peer_len)) return;

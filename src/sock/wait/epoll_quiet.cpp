@@ -143,18 +143,16 @@ void sweep_quiet(EpollView& view, int64_t now_ms) {
   const int64_t batches = static_cast<int64_t>((view.quiet_count + kSweepBatch - 1) / kSweepBatch);
   view.next_sweep_ms = now_ms + kSweepPeriodMs / (batches > 0 ? batches : 1);
   for (int key : keys) {
-    auto it = view.entries.find(key);
-    if (it == view.entries.end()) continue;
-    EpollEntry& entry = it->second;
+    auto found = view.entries.find(key);
+    if (found == view.entries.end()) continue;
+    EpollEntry& entry = found->second;
     SocketRef ref = lookup_socket(entry.fd);
     const bool same = ref.get() == entry.state && ref && ref->generation.load() == entry.generation;
     ManagedSocket* socket = same ? managed_socket(ref) : nullptr;
-    uint32_t ready = 0;
-    // Gone, fallen back, ready, or no longer fit to be quiet: the next
-    // look takes it (and a scan of the awake keys settles the first two).
-    if (socket == nullptr || entry_report(entry, socket, entry.fd, &ready, Look::kFull) != 0 ||
-        !try_quiet(view, key, entry, socket, nullptr))
-      wake_entry(view, key);
+    // Gone, fallen back, or no longer fit to be quiet (wake_fds() found a
+    // completion waiting, or a resume): the next look takes it, and a scan
+    // of the awake keys settles the first two.
+    if (socket == nullptr || !try_quiet(view, key, entry, socket, nullptr)) wake_entry(view, key);
   }
 }
 

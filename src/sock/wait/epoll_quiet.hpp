@@ -9,11 +9,11 @@
 // key) and looks leave it out. It is looked at again when
 //   - the wake set reports one of its fds (taken on every look that also
 //     asks the kernel, and the sleep watches the wake set's fd);
-//   - the sweep comes: about every second each quiet entry gets a full
-//     look and its wake_fds() again (a batch of them at a time, spread
+//   - the sweep comes: about every second each quiet entry's socket is
+//     asked for its wake_fds() again (a batch of them at a time, spread
 //     over the second), so probes of idle peers still run (they are due
-//     after a second of quiet); one whose fd number another entry took in
-//     the wake set is also found then;
+//     after a second of quiet) and a completion that no event announced
+//     (an fd number another entry took in the wake set) is found;
 //   - a socket changed route (note_route_changed): a full scan;
 //   - a look from outside (observe_view) looked at it;
 //   - another wait took a stream's completion event (a poll() on the
@@ -50,9 +50,10 @@ void wake_fired(EpollView& view);
 // completion event that was to wake one).
 void wake_all_quiet(EpollView& view);
 
-// When the sweep is due: the next batch of quiet entries gets a full look;
-// those with something to report are awake again, the others stay quiet
-// (re-armed).
+// When the sweep is due: the next batch of quiet entries gets its
+// wake_fds() again (probes, re-arm); those that had a completion waiting,
+// or are no longer fit to be quiet, are awake again, the others stay
+// quiet.
 void sweep_quiet(EpollView& view, int64_t now_ms);
 
 // What a sleeper must add for the quiet entries: the wake set's fd (-1:
