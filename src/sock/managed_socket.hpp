@@ -107,10 +107,11 @@ class ManagedSocket {
   ~ManagedSocket() = default;  // lifetime is each kind's own (counted)
 };
 
-// Bumped whenever a socket starts or stops being served by the library
-// (attached, fallen back to the kernel) or changes in a way that its wake
-// fds do not report (shutdown by the application, a resume): waiters that
-// skip quiet sockets look at all of them again. Lock-free.
+// Bumped whenever a socket that may already sit in an epoll set starts or
+// stops being served by the library (a connecting stream attached, a UDP
+// socket taken over, either fallen back to the kernel) or changes in a way
+// that its wake fds do not report (shutdown by the application, a resume):
+// waiters that skip quiet sockets look at all of them again. Lock-free.
 inline std::atomic<uint64_t> g_route_changes{0};
 inline void note_route_changed() { g_route_changes.fetch_add(1, std::memory_order_acq_rel); }
 inline uint64_t route_changes() { return g_route_changes.load(std::memory_order_acquire); }
