@@ -20,14 +20,7 @@ preload=$(ut_abs "$1")
 prog=$(ut_abs "$2")
 addr=$(ut_address)
 idle=100 active=4
-work=$(mktemp -d "${TMPDIR:-/tmp}/vsock-epoll-quiet.XXXXXX") || exit 2
-cd /tmp
-server_pid=""
-cleanup() {
-  [ -n "$server_pid" ] && kill -TERM "$server_pid" 2>/dev/null
-  if [ "${VSOCK_TEST_KEEP:-0}" = 1 ]; then echo "kept $work"; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
+ut_work_dir epoll-quiet
 
 # run MODE: one server and one client; the client's result line on stdout.
 run() {

@@ -16,6 +16,20 @@ ut_fail() {
   exit 1
 }
 
+# ut_work_dir NAME: a fresh work directory in $work, the current directory
+# /tmp, $server_pid empty, and an EXIT trap that stops $server_pid (when a
+# server is running) and removes $work (kept with VSOCK_TEST_KEEP=1).
+ut_work_dir() {
+  work=$(mktemp -d "${TMPDIR:-/tmp}/vsock-$1.XXXXXX") || exit 2
+  cd /tmp || exit 2
+  server_pid=""
+  trap ut_work_cleanup EXIT
+}
+ut_work_cleanup() {
+  [ -n "${server_pid:-}" ] && kill -TERM "$server_pid" 2>/dev/null
+  if [ "${VSOCK_TEST_KEEP:-0}" = 1 ]; then echo "kept $work"; else rm -rf "$work"; fi
+}
+
 # ut_show_log FILE [LINES]: the last LINES (default 30) lines of a library
 # log or program output, without the stats lines, under a header; for a
 # failing test's report.
