@@ -121,11 +121,9 @@ void quiet_idle(EpollView& view, const std::vector<DueEntry>& due, int64_t now_m
     auto it = view.entries.find(d.key);
     if (it == view.entries.end() || d.socket == nullptr || it->second.quiet) continue;
     EpollEntry& entry = it->second;
-    if (entry.idle_since_ms < 0) {
-      entry.idle_since_ms = now_ms;
-    } else if (now_ms - entry.idle_since_ms >= kSpinQuietAfterMs && !try_quiet(view, d.key, entry, d.socket, nullptr)) {
+    if (entry.idle_since_ms >= 0 && now_ms - entry.idle_since_ms >= kSpinQuietAfterMs &&
+        !try_quiet(view, d.key, entry, d.socket, nullptr))
       entry.idle_since_ms = now_ms;  // not fit to be quiet now: ask again later, not on every look
-    }
   }
 }
 
@@ -275,6 +273,7 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
     for (const std::shared_ptr<EpollView>& p : inner) observe_view(*p, nullptr);
     int n = 0;
     bool idle_seen = false;  // an entry with nothing to report
+    const int64_t look_ms = look == Look::kSpin ? -1 : core::monotonic_ms();
     // Each call starts one entry further on, so that with a small `max` a
     // socket that stays ready does not hide the others (the kernel's ready
     // list rotates likewise).
@@ -290,6 +289,7 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
       if (entry.event.events & EPOLLET) entry.reported = ready;
       if (report == 0) {
         idle_seen = true;
+        if (entry.idle_since_ms < 0) entry.idle_since_ms = look_ms;  // (stays -1 on a spin look)
         continue;
       }
       entry.idle_since_ms = -1;
@@ -306,7 +306,7 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
       if (kernel > 0) n += drop_marker_events(*view, events + n, kernel);
     }
     end_look(*view, taken);
-    if (idle_seen && look != Look::kSpin) quiet_idle(*view, due, core::monotonic_ms());
+    if (idle_seen && look != Look::kSpin) quiet_idle(*view, due, look_ms);
     if (n > 0) return n;
     if (wait_expired(deadline)) {
       if (look == Look::kFull) return 0;
