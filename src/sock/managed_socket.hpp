@@ -86,11 +86,12 @@ class ManagedSocket {
   static constexpr int kMaxWakeFds = 3;
   virtual int wake_fds(int fd, short events, pollfd* out, int* slice_ms) = 0;
   // Whether the fds that the last wake_fds() gave report every change of
-  // readiness but what time brings (the slice: probes of an idle peer).
-  // A waiter may then leave the socket unlooked-at until one of them
-  // fires, its slice passes, or note_route_changed() is called (an epoll
-  // view's quiet entries, wait/epoll_quiet.hpp). False for a socket in
-  // transition or whose fd is shared with other sockets' waiters.
+  // readiness but what time brings (probes of an idle peer, due after a
+  // second). A waiter may then leave the socket unlooked-at until one of
+  // them fires, about a second passes, note_route_changed() is called or
+  // another wait takes its completion event (note_wake_events_taken): an
+  // epoll view's quiet entries, wait/epoll_quiet.hpp. False for a socket
+  // in transition or whose fd is shared with other sockets' waiters.
   virtual bool wake_fds_tell_all(int /*fd*/) { return false; }
   // Changes whenever something may have become newly ready: edge-triggered
   // epoll reports a ready socket again after it changed. `fd` is the
