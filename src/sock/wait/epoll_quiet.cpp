@@ -80,8 +80,9 @@ void forget_wake_set_if_forked(EpollView& view) {
 
 bool try_quiet(EpollView& view, int key, EpollEntry& entry, ManagedSocket* socket, SleepSet* sleep) {
   // Without a sleeper to feed, a socket that cannot go quiet is left alone
-  // (wake_fds() would arm and flush it for nothing).
-  if (sleep == nullptr && !socket->wake_fds_tell_all(entry.fd)) return false;
+  // (wake_fds() would arm and flush it for nothing); one already quiet
+  // (the sweep) could, and is asked below.
+  if (sleep == nullptr && !entry.quiet && !socket->wake_fds_tell_all(entry.fd)) return false;
   pollfd wake[ManagedSocket::kMaxWakeFds];
   int slice_ms = -1;
   const int count = socket->wake_fds(entry.fd, poll_bits(entry.event.events), wake, &slice_ms);
@@ -105,7 +106,6 @@ bool try_quiet(EpollView& view, int key, EpollEntry& entry, ManagedSocket* socke
 }
 
 void wake_fired(EpollView& view) {
-  forget_wake_set_if_forked(view);
   if (view.quiet_count == 0 || view.wake_epfd < 0) return;
   epoll_event fired[kFiredPerCall];
   for (;;) {
@@ -147,8 +147,7 @@ void sweep_quiet(EpollView& view, int64_t now_ms) {
     if (found == view.entries.end()) continue;
     EpollEntry& entry = found->second;
     SocketRef ref = lookup_socket(entry.fd);
-    const bool same = ref.get() == entry.state && ref && ref->generation.load() == entry.generation;
-    ManagedSocket* socket = same ? managed_socket(ref) : nullptr;
+    ManagedSocket* socket = names_entry(ref, entry) ? managed_socket(ref) : nullptr;
     // Gone, fallen back, or no longer fit to be quiet (wake_fds() found a
     // completion waiting, or a resume): the next look takes it, and a scan
     // of the awake keys settles the first two.

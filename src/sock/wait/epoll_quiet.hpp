@@ -43,7 +43,7 @@ inline constexpr int64_t kSpinQuietAfterMs = 50;
 bool try_quiet(EpollView& view, int key, EpollEntry& entry, ManagedSocket* socket, SleepSet* sleep);
 
 // The entries whose wake fds fired are awake again. A system call when
-// any entry is quiet.
+// any entry is quiet. (The caller has called forget_wake_set_if_forked.)
 void wake_fired(EpollView& view);
 
 // Every quiet entry is awake again (another wait may have taken the

@@ -188,7 +188,7 @@ int epoll_control(int epfd, int op, int fd, epoll_event* event) {
     auto it = view->entries.find(fd);
     if (it != view->entries.end()) {
       SocketRef ref = lookup_socket(fd);
-      if (ref.get() != it->second.state || ref->generation.load() != it->second.generation) {
+      if (!names_entry(ref, it->second)) {
         // The number was closed (and perhaps reused): the old registration
         // is no longer this number's.
         int key = fd;

@@ -243,7 +243,7 @@ void scan_entry(EpollView& view, int key, std::vector<DueEntry>* due, bool inclu
     return;
   }
   SocketRef ref = lookup_socket(it->second.fd);
-  if (ref.get() != it->second.state || ref->generation.load() != it->second.generation) {
+  if (!names_entry(ref, it->second)) {
     int moved = key;
     orphan_entry(view, &moved);  // erases `key`; a new one is awake
     return;

@@ -140,6 +140,12 @@ void scan_entries(EpollView& view, std::vector<DueEntry>* due, bool include_quie
 // what puts them back there, or makes a full scan due).
 void scan_awake(EpollView& view, std::vector<DueEntry>* due);
 
+// Whether `ref` (a lookup of the entry's fd) is still the entry's socket:
+// the number may have been closed and given to another since.
+inline bool names_entry(const SocketRef& ref, const EpollEntry& entry) {
+  return ref && ref.get() == entry.state && ref->generation.load() == entry.generation;
+}
+
 // Under the view's lock: the entry leaves the view (and its quiet count).
 void erase_entry(EpollView& view, int key);
 // Under the view's lock: the entry is looked at by the next looks (no
