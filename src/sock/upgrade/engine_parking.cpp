@@ -439,7 +439,10 @@ void Engine::drain_channel_events(const std::vector<pollfd>& woken) {
   for (const Tracked& tracked : tracked_) {
     std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
     StreamChannel* channel = watched_channel(tracked);
-    if (channel != nullptr && did_wake(channel->completion_fd())) channel->drain_events();
+    // A stream's event taken here is one that a quiet epoll entry of the
+    // application's would have woken for: say so (managed_socket.hpp).
+    if (channel != nullptr && did_wake(channel->completion_fd()))
+      note_wake_events_taken(channel->drain_events().value_or(0));
   }
 }
 
