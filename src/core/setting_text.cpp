@@ -37,6 +37,7 @@ std::string setting_text(const Settings& s, std::string_view name) {
   if (name == "memory_budget_mib") return std::to_string(s.memory_budget_mib);
   if (name == "udp_receive_buffers") return std::to_string(s.udp_receive_buffers);
   if (name == "udp_progress_us") return std::to_string(s.udp_progress_us);
+  if (name == "epoll_sweep_ms") return std::to_string(s.epoll_sweep_ms);
   if (name == "udp_mcast_offload") return multicast_prefixes_text(s.udp_mcast_offload);
   return "";
 }

@@ -75,7 +75,7 @@ const char* const kSettingNames[] = {
     "udp",      "spin_us",   "inline_size",  "ring_size",    "sq_depth",     "rq_depth",
     "signal_every", "autocork", "nagle", "cq_mod_count", "cq_mod_us", "upgrade_timeout_ms", "peer_fail_cache_s",
     "udp_receive_buffers", "udp_progress_us", "udp_mcast_offload", "spin_adapt", "memory_budget_mib", "ring_initial_size",
-    "park_channels", "park_max", "park_per_peer",
+    "park_channels", "park_max", "park_per_peer", "epoll_sweep_ms",
 };
 const int kSettingCount = sizeof kSettingNames / sizeof kSettingNames[0];
 
@@ -138,6 +138,7 @@ bool apply_setting(Settings* s, std::string_view name, std::string_view value, s
   if (name == "memory_budget_mib") return parse_u32(value, 0, 1u << 30, &s->memory_budget_mib, why);
   if (name == "udp_receive_buffers") return parse_u32(value, 64, 16384, &s->udp_receive_buffers, why);
   if (name == "udp_progress_us") return parse_u32(value, 0, 1'000'000, &s->udp_progress_us, why);
+  if (name == "epoll_sweep_ms") return parse_u32(value, 0, 60'000, &s->epoll_sweep_ms, why);
   if (name == "udp_mcast_offload") return parse_multicast_prefixes(value, &s->udp_mcast_offload, why);
   *why = "unknown setting";
   return false;

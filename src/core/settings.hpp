@@ -48,6 +48,9 @@ struct Settings {
   uint32_t memory_budget_mib = 0;      // connections' registered memory, MiB (0: no limit)
   uint32_t udp_receive_buffers = 2048;  // the UD endpoint's posted receive buffers
   uint32_t udp_progress_us = 1000;     // receive progress thread's tick (0: none)
+  // How often a quiet epoll entry is looked at without news (its peer
+  // probe; sock/wait/epoll_quiet.hpp). 0: never.
+  uint32_t epoll_sweep_ms = 1000;
   // IPv4 multicast groups sent and received over UD (empty: none). A sender
   // to such a group sends over UD only: every receiver must run libvsock.
   std::vector<MulticastPrefix> udp_mcast_offload;

@@ -105,6 +105,16 @@ TEST(Config, UdpReceiveSettingsHaveBoundsAndZeroTurnsTheThreadOff) {
   EXPECT_EQ(bad.settings.udp_progress_us, 1000u);
 }
 
+TEST(Config, EpollSweepHasBoundsAndZeroTurnsItOff) {
+  EXPECT_EQ(build({}).settings.epoll_sweep_ms, 1000u);
+  Config off = build({{"VSOCK_EPOLL_SWEEP_MS", "0"}});
+  EXPECT_TRUE(off.diagnostics.empty());
+  EXPECT_EQ(off.settings.epoll_sweep_ms, 0u);
+  Config bad = build({{"VSOCK_EPOLL_SWEEP_MS", "60001"}});
+  EXPECT_EQ(bad.diagnostics.size(), 1u);
+  EXPECT_EQ(bad.settings.epoll_sweep_ms, 1000u);
+}
+
 TEST(Config, EverySettingHasAnEnvironmentName) {
   int count = 0;
   for_each_setting_name([&](const char* name) {

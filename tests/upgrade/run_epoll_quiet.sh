@@ -13,7 +13,10 @@
 # preloaded (VSOCK_UPGRADE_TIMEOUT_MS=2000 as the other device tests): the
 # same result line, every connection upgraded, and the server's
 # epoll_quiet_wakes at least the 100 idle connections that were woken
-# (each had been quiet).
+# (each had been quiet). The preloaded server runs without the sweep
+# (VSOCK_EPOLL_SWEEP_MS=0): every wake-up must come from an event, so one
+# that only the sweep would have made is a hang, which the client's 5 s
+# timeouts turn into a failure instead of a late answer.
 source "$(dirname "$0")/upgrade_test_lib.sh"
 [ $# -ge 2 ] || { echo "usage: $0 PRELOAD IDLE_EPOLL"; exit 2; }
 preload=$(ut_abs "$1")
@@ -24,9 +27,10 @@ ut_work_dir epoll-quiet
 
 # run MODE: one server and one client; the client's result line on stdout.
 run() {
-  local mode=$1 envs=()
-  [ "$mode" = libvsock ] && envs=(LD_PRELOAD="$preload" VSOCK_STATS=1 VSOCK_UPGRADE_TIMEOUT_MS=2000)
-  env "${envs[@]}" VSOCK_LOG_FILE="$work/$mode-server.log" \
+  local mode=$1 envs=() server_envs=()
+  [ "$mode" = libvsock ] && envs=(LD_PRELOAD="$preload" VSOCK_STATS=1 VSOCK_UPGRADE_TIMEOUT_MS=2000) &&
+    server_envs=(VSOCK_EPOLL_SWEEP_MS=0)
+  env "${envs[@]}" "${server_envs[@]}" VSOCK_LOG_FILE="$work/$mode-server.log" \
     "$prog" server --addr "$addr" --port 0 >"$work/$mode-server.out" 2>&1 &
   server_pid=$!
   local port

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/clock.hpp"
+#include "core/config.hpp"
 #include "core/stats.hpp"
 #include "sock/socket_route.hpp"
 #include "sock/upgrade/listener_boards.hpp"
@@ -15,10 +16,10 @@
 namespace vsock::sock {
 namespace {
 
-// How often each quiet entry is swept: what only time brings to an idle
-// stream is its peer probe, due after StreamChannel::kProbeIdleMs (1 s) of
-// sleep, so every second is often enough.
-constexpr int64_t kSweepPeriodMs = 1000;
+// How often each quiet entry is swept (setting epoll_sweep_ms, 0: never):
+// what only time brings to an idle stream is its peer probe, due after
+// StreamChannel::kProbeIdleMs (1 s) of sleep, so the default is a second.
+int64_t sweep_period_ms() { return core::config().settings.epoll_sweep_ms; }
 // Quiet entries swept per batch: a set of thousands is swept a batch at a
 // time, spread over the period, so that no look pays for all of them.
 constexpr size_t kSweepBatch = 64;
@@ -78,11 +79,11 @@ void forget_wake_set_if_forked(EpollView& view) {
   view.need_scan = true;
 }
 
-bool try_quiet(EpollView& view, int key, EpollEntry& entry, ManagedSocket* socket, SleepSet* sleep) {
+QuietOutcome try_quiet(EpollView& view, int key, EpollEntry& entry, ManagedSocket* socket, SleepSet* sleep) {
   // Without a sleeper to feed, a socket that cannot go quiet is left alone
   // (wake_fds() would arm and flush it for nothing); one already quiet
   // (the sweep) could, and is asked below.
-  if (sleep == nullptr && !entry.quiet && !socket->wake_fds_tell_all(entry.fd)) return false;
+  if (sleep == nullptr && !entry.quiet && !socket->wake_fds_tell_all(entry.fd)) return QuietOutcome::kAwake;
   pollfd wake[ManagedSocket::kMaxWakeFds];
   int slice_ms = -1;
   const int count = socket->wake_fds(entry.fd, poll_bits(entry.event.events), wake, &slice_ms);
@@ -94,15 +95,15 @@ bool try_quiet(EpollView& view, int key, EpollEntry& entry, ManagedSocket* socke
       for (int i = 0; i < count; ++i) sleep->add(wake[i]);
       sleep->limit_slice(slice_ms);
     }
-    return false;
+    return slice_ms == 0 ? QuietOutcome::kLookAgain : QuietOutcome::kAwake;
   }
   if (!entry.quiet) {
     entry.quiet = true;
     ++view.quiet_count;
   }
   view.awake.erase(key);
-  if (view.next_sweep_ms == 0) view.next_sweep_ms = core::monotonic_ms() + kSweepPeriodMs;
-  return true;
+  if (view.next_sweep_ms == 0 && sweep_period_ms() > 0) view.next_sweep_ms = core::monotonic_ms() + sweep_period_ms();
+  return QuietOutcome::kQuiet;
 }
 
 void wake_fired(EpollView& view) {
@@ -130,7 +131,7 @@ void wake_all_quiet(EpollView& view) {
 }
 
 void sweep_quiet(EpollView& view, int64_t now_ms) {
-  if (view.quiet_count == 0 || now_ms < view.next_sweep_ms) return;
+  if (view.quiet_count == 0 || view.next_sweep_ms == 0 || now_ms < view.next_sweep_ms) return;
   // The next batch of quiet entries, from where the last one stopped.
   std::vector<int> keys;
   auto it = view.entries.lower_bound(view.sweep_cursor);
@@ -141,7 +142,7 @@ void sweep_quiet(EpollView& view, int64_t now_ms) {
   if (it == view.entries.end()) it = view.entries.begin();
   view.sweep_cursor = it == view.entries.end() ? 0 : it->first;
   const int64_t batches = static_cast<int64_t>((view.quiet_count + kSweepBatch - 1) / kSweepBatch);
-  view.next_sweep_ms = now_ms + kSweepPeriodMs / (batches > 0 ? batches : 1);
+  view.next_sweep_ms = now_ms + sweep_period_ms() / (batches > 0 ? batches : 1);
   for (int key : keys) {
     auto found = view.entries.find(key);
     if (found == view.entries.end()) continue;
@@ -151,14 +152,15 @@ void sweep_quiet(EpollView& view, int64_t now_ms) {
     // Gone, fallen back, or no longer fit to be quiet (wake_fds() found a
     // completion waiting, or a resume): the next look takes it, and a scan
     // of the awake keys settles the first two.
-    if (socket == nullptr || !try_quiet(view, key, entry, socket, nullptr)) wake_entry(view, key);
+    if (socket == nullptr || try_quiet(view, key, entry, socket, nullptr) != QuietOutcome::kQuiet)
+      wake_entry(view, key);
   }
 }
 
 int quiet_wake_fd(const EpollView& view, int64_t now_ms, int* slice_ms) {
   if (view.quiet_count == 0 || view.wake_epfd < 0) return -1;
   int64_t left = view.next_sweep_ms - now_ms;
-  *slice_ms = left <= 0 ? 0 : static_cast<int>(left);
+  *slice_ms = view.next_sweep_ms == 0 ? -1 : left <= 0 ? 0 : static_cast<int>(left);
   return view.wake_epfd;
 }
 

@@ -37,10 +37,22 @@ class SleepSet;
 // the spin makes it quiet (a sleep makes it quiet at once).
 inline constexpr int64_t kSpinQuietAfterMs = 50;
 
+// What try_quiet() did with an entry.
+enum class QuietOutcome {
+  kQuiet,  // quiet now
+  kAwake,  // stays awake (not fit to be quiet: in transition, ...)
+  // Stays awake and must be looked at before anything sleeps: asking for
+  // its wake fds moved the socket on (it took a completion that had come,
+  // with perhaps the data a look would report; a resume began). Going
+  // quiet now would leave news that no event will announce again.
+  kLookAgain,
+};
+
 // After a look that found nothing to report: makes the entry quiet if its
 // socket allows (arming its wake fds); else, if `sleep` is given, adds
-// them to it as a sleeper must watch them. True if it is quiet.
-bool try_quiet(EpollView& view, int key, EpollEntry& entry, ManagedSocket* socket, SleepSet* sleep);
+// them to it as a sleeper must watch them (kLookAgain makes that sleep
+// return at once).
+QuietOutcome try_quiet(EpollView& view, int key, EpollEntry& entry, ManagedSocket* socket, SleepSet* sleep);
 
 // The entries whose wake fds fired are awake again. A system call when
 // any entry is quiet. (The caller has called forget_wake_set_if_forked.)

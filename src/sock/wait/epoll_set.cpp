@@ -114,17 +114,23 @@ void end_look(EpollView& view, const TakenAtLook& taken) {
 
 // After a look that asked the kernel too and found an entry with nothing
 // to report: entries that a spin keeps finding idle (kSpinQuietAfterMs)
-// go quiet (epoll_quiet.hpp), as a sleep makes them at once.
-void quiet_idle(EpollView& view, const std::vector<DueEntry>& due, int64_t now_ms) {
+// go quiet (epoll_quiet.hpp), as a sleep makes them at once. True if one
+// of them must be looked at again before the caller spins on or sleeps
+// (QuietOutcome::kLookAgain: it took a completion meanwhile).
+bool quiet_idle(EpollView& view, const std::vector<DueEntry>& due, int64_t now_ms) {
   std::lock_guard<std::mutex> held(view.mu);
+  bool look_again = false;
   for (const DueEntry& d : due) {
     auto it = view.entries.find(d.key);
     if (it == view.entries.end() || d.socket == nullptr || it->second.quiet) continue;
     EpollEntry& entry = it->second;
-    if (entry.idle_since_ms >= 0 && now_ms - entry.idle_since_ms >= kSpinQuietAfterMs &&
-        !try_quiet(view, d.key, entry, d.socket, nullptr))
-      entry.idle_since_ms = now_ms;  // not fit to be quiet now: ask again later, not on every look
+    if (entry.idle_since_ms < 0 || now_ms - entry.idle_since_ms < kSpinQuietAfterMs) continue;
+    const QuietOutcome outcome = try_quiet(view, d.key, entry, d.socket, nullptr);
+    if (outcome == QuietOutcome::kQuiet) continue;
+    entry.idle_since_ms = now_ms;  // not fit to be quiet now: ask again later, not on every look
+    if (outcome == QuietOutcome::kLookAgain) look_again = true;
   }
+  return look_again;
 }
 
 // Before a sleep: what each looked-at entry must wake for. Those whose
@@ -306,13 +312,16 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
       if (kernel > 0) n += drop_marker_events(*view, events + n, kernel);
     }
     end_look(*view, taken);
-    if (idle_seen && look != Look::kSpin) quiet_idle(*view, due, look_ms);
+    const bool look_again = idle_seen && look != Look::kSpin && quiet_idle(*view, due, look_ms);
     if (n > 0) return n;
     if (wait_expired(deadline)) {
       if (look == Look::kFull) return 0;
       spinning = false;  // one full look before giving up
       continue;
     }
+    // Neither a sleep nor the spin's next step first: what quiet_idle()
+    // saw come may be all the news there will be (no event follows it).
+    if (look_again) continue;
     if (spinning && (spinning = spin.next())) continue;
 
     // Sleep on the kernel's set (its own fds, the nested sets, this set's
