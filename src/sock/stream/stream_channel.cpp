@@ -202,6 +202,16 @@ core::Result<size_t> StreamChannel::write(const iovec* iov, int count) {
   if (write_shut_ || sending_stopped_) return R::fail(EPIPE);
   size_t total = iov_total(iov, count);
   if (total == 0) return R::ok(0);
+  // Coalescing holds a small write while a signalled request is out. One
+  // that completed long ago, unpolled since (this side only wrote), would
+  // hold it until the side band's next look: the kernel's Nagle sends at
+  // once when all it sent was acknowledged, so look first.
+  if (coalescing_ && sq_.signaled_outstanding() > 0 &&
+      core::monotonic_us() - last_data_post_us_ >= config_.cork_window_us) {
+    core::Result<int> progressed = progress();
+    if (!progressed) return R::fail(progressed.error());
+    if (error_ != 0) return R::fail(error_);
+  }
   if (write_space() == 0) {
     // The credit that frees room may be waiting in the CQ.
     core::Result<int> progressed = progress();
