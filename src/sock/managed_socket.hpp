@@ -93,6 +93,13 @@ class ManagedSocket {
   // epoll view's quiet entries, wait/epoll_quiet.hpp. False for a socket
   // in transition or whose fd is shared with other sockets' waiters.
   virtual bool wake_fds_tell_all(int /*fd*/) { return false; }
+  // Readiness as the socket stands now, without taking completions or
+  // events (after wake_fds() armed them: what changed between a waiter's
+  // look and that arming, e.g. the side-band thread took data into the
+  // ring or found the token, has no event to announce it). Only sockets
+  // whose wake_fds_tell_all() can be true need it; the default says every
+  // asked event may be ready, so the caller looks again.
+  virtual short ready_now(int /*fd*/, short events) { return events; }
   // Changes whenever something may have become newly ready: edge-triggered
   // epoll reports a ready socket again after it changed. `fd` is the
   // socket's fd in the caller's table (looked at for the kernel's news).

@@ -114,6 +114,7 @@ class StreamSocket final : public ManagedSocket {
   // resume, no hold, no error): then the completion channel (and the TCP
   // socket, while it is among the wake fds) reports every change.
   bool wake_fds_tell_all(int fd) override;
+  short ready_now(int fd, short events) override;
   // Changes whenever something may have become newly ready (data or
   // credit arrived on the ring or on TCP, a call found nothing and will
   // wait): edge-triggered epoll reports a ready socket again after it changed.
@@ -352,6 +353,10 @@ class StreamSocket final : public ManagedSocket {
   static constexpr int64_t kSwitchAfterCloseMs = 250;
   // TCP bytes that came while reads come from TCP (for activity()).
   void note_tcp_arrivals_locked(int fd);
+  // poll_events()'s answer from the state as it is (the kernel socket
+  // asked while TCP matters). *look_again: the peer's Switch came since
+  // the caller's look, so the kernel's bytes may be its token.
+  short readiness_locked(int fd, short events, bool* look_again);
   // The token (docs/protocol.md §2, "Who may switch"; stream_socket_token.cpp).
   // Server: what waits unread on TCP where the client's token would be (a
   // peek of fd; the caller knows it is at the switch point): nothing yet

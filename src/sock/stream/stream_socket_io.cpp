@@ -469,14 +469,29 @@ short StreamSocket::poll_events(int fd, short events, Look look) {
   progress_locked();
   if (resuming_ && reader_.tcp_again()) take_resume_record(fd);
   if (reader_.token_due()) check_token_locked(fd);
+  bool look_again = false;
+  const short ready = readiness_locked(fd, events, &look_again);
+  if (!look_again) return ready;
+  held.unlock();
+  return poll_events(fd, events, look);
+}
+
+short StreamSocket::ready_now(int fd, short events) {
+  std::unique_lock<std::mutex> held = lock_call();
+  bool look_again = false;
+  const short ready = readiness_locked(fd, events, &look_again);
+  return look_again ? events : ready;
+}
+
+short StreamSocket::readiness_locked(int fd, short events, bool* look_again) {
   pollfd kernel{fd, static_cast<short>(POLLIN | POLLOUT | POLLRDHUP | POLLPRI), 0};
   bool need_kernel = kernel_only() || !reader_.on_ring() || writes_to_kernel() || (events & POLLPRI);
   if (need_kernel && sys::real().poll(&kernel, 1, 0) < 0) kernel.revents = POLLERR;
   // The kernel's bytes may be the client's token only if its Switch came
   // since (§2): then look again.
   if (need_kernel && switch_came_since_look_locked()) {
-    held.unlock();
-    return poll_events(fd, events, look);
+    *look_again = true;
+    return 0;
   }
   if (kernel_only()) return static_cast<short>(kernel.revents & (events | POLLERR | POLLHUP | POLLNVAL));
   // A TCP connection broken while our stream still reads there (its bytes

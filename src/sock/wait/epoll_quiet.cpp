@@ -73,6 +73,17 @@ bool register_wake_fds(EpollView& view, int key, EpollEntry& entry, const pollfd
   return true;
 }
 
+// Whether the entry has something to report that its last look did not
+// see, as the socket stands now that wake_fds() armed it: what changed in
+// between (the side-band thread took the data into the ring, or found the
+// client's token and switched the socket) brings no event of its own.
+bool news_since_look(const EpollEntry& entry, ManagedSocket* socket) {
+  const uint32_t wanted = entry.event.events;
+  const uint32_t ready = epoll_bits(socket->ready_now(entry.fd, poll_bits(wanted))) & (wanted | EPOLLERR | EPOLLHUP);
+  if (!(wanted & EPOLLET)) return ready != 0;  // level-triggered: the look found nothing ready
+  return (ready & ~entry.reported) != 0 || socket->activity(entry.fd) != entry.activity;
+}
+
 }  // namespace
 
 void forget_wake_set_if_forked(EpollView& view) {
@@ -96,14 +107,15 @@ QuietOutcome try_quiet(EpollView& view, int key, EpollEntry& entry, ManagedSocke
   int slice_ms = -1;
   const int count = socket->wake_fds(entry.fd, poll_bits(entry.event.events), wake, &slice_ms);
   // Asked again: wake_fds() may have changed it (a resume found).
-  const bool quiet = slice_ms != 0 && socket->wake_fds_tell_all(entry.fd) && has_wake_set(view) &&
-                     register_wake_fds(view, key, entry, wake, count);
+  const bool fit = slice_ms != 0 && socket->wake_fds_tell_all(entry.fd);
+  const bool look_again = slice_ms == 0 || (fit && news_since_look(entry, socket));
+  const bool quiet = fit && !look_again && has_wake_set(view) && register_wake_fds(view, key, entry, wake, count);
   if (!quiet) {
     if (sleep != nullptr) {
       for (int i = 0; i < count; ++i) sleep->add(wake[i]);
-      sleep->limit_slice(slice_ms);
+      sleep->limit_slice(look_again ? 0 : slice_ms);
     }
-    return slice_ms == 0 ? QuietOutcome::kLookAgain : QuietOutcome::kAwake;
+    return look_again ? QuietOutcome::kLookAgain : QuietOutcome::kAwake;
   }
   if (!entry.quiet) {
     entry.quiet = true;

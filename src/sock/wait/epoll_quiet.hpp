@@ -9,11 +9,13 @@
 // key) and looks leave it out. It is looked at again when
 //   - the wake set reports one of its fds (taken on every look that also
 //     asks the kernel, and the sleep watches the wake set's fd);
-//   - the sweep comes: about every second each quiet entry's socket is
-//     asked for its wake_fds() again (a batch of them at a time, spread
-//     over the second), so probes of idle peers still run (they are due
-//     after a second of quiet) and a completion that no event announced
-//     (an fd number another entry took in the wake set) is found;
+//   - the sweep comes: about every second (setting epoll_sweep_ms; 0:
+//     never) each quiet entry's socket is asked for its wake_fds() again
+//     (a small batch of them at a time, spread over the period), so
+//     probes of idle peers still run (they are due after a second of
+//     quiet) and a completion that no event announced (an fd number
+//     another entry took in the wake set) is found. No wake-up relies on
+//     it otherwise: upgrade_epoll_quiet_device runs without it;
 //   - a socket changed route (note_route_changed): a full scan;
 //   - a look from outside (observe_view) looked at it;
 //   - another wait took a stream's completion event (a poll() on the
