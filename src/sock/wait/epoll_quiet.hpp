@@ -45,7 +45,9 @@ enum class QuietOutcome {
   kAwake,  // stays awake (not fit to be quiet: in transition, ...)
   // Stays awake and must be looked at before anything sleeps: asking for
   // its wake fds moved the socket on (it took a completion that had come,
-  // with perhaps the data a look would report; a resume began). Going
+  // with perhaps the data a look would report; a resume began), or the
+  // socket, armed now, has news its last look did not see (the side-band
+  // thread took data into the ring or switched it: ready_now()). Going
   // quiet now would leave news that no event will announce again.
   kLookAgain,
 };
