@@ -78,10 +78,9 @@ bool register_wake_fds(EpollView& view, int key, EpollEntry& entry, const pollfd
 // between (the side-band thread took the data into the ring, or found the
 // client's token and switched the socket) brings no event of its own.
 bool news_since_look(const EpollEntry& entry, ManagedSocket* socket) {
-  const uint32_t wanted = entry.event.events;
-  const uint32_t ready = epoll_bits(socket->ready_now(entry.fd, poll_bits(wanted))) & (wanted | EPOLLERR | EPOLLHUP);
-  if (!(wanted & EPOLLET)) return ready != 0;  // level-triggered: the look found nothing ready
-  return (ready & ~entry.reported) != 0 || socket->activity(entry.fd) != entry.activity;
+  const short revents = socket->ready_now(entry.fd, poll_bits(entry.event.events));
+  const uint64_t activity = (entry.event.events & EPOLLET) ? socket->activity(entry.fd) : entry.activity;
+  return report_of(entry, revents, activity) != 0;
 }
 
 }  // namespace

@@ -152,9 +152,18 @@ uint32_t entry_report(EpollEntry& entry, ManagedSocket* socket, int fd, uint32_t
     return ready & ~entry.reported;
   }
   uint64_t activity = socket->activity(fd);
+  const uint32_t report = report_of(entry, revents, activity);
   if (activity != entry.activity) entry.reported = 0;
   entry.activity = activity;
-  return ready & ~entry.reported;
+  return report;
+}
+
+uint32_t report_of(const EpollEntry& entry, short revents, uint64_t activity) {
+  const uint32_t wanted = entry.event.events;
+  const uint32_t ready = epoll_bits(revents) & (wanted | EPOLLERR | EPOLLHUP);
+  if (!(wanted & EPOLLET)) return ready;
+  // Activity since the last look is a new edge: everything ready is news.
+  return activity != entry.activity ? ready : ready & ~entry.reported;
 }
 
 namespace {

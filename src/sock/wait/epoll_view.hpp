@@ -114,6 +114,11 @@ uint32_t epoll_bits(short poll_events);
 // ready. Under the view's lock; `socket` is the entry's upgraded socket
 // (null: the kernel's readiness of `fd`), looked at as `look` says.
 uint32_t entry_report(EpollEntry& entry, ManagedSocket* socket, int fd, uint32_t* ready, Look look);
+// The same for an entry whose upgraded socket is ready for `revents` (poll
+// bits) with `activity` (its activity(), read only for an edge-triggered
+// entry), changing nothing: entry_report's rule, for a look that must not
+// take the socket's completions (the quiet entries' check after arming).
+uint32_t report_of(const EpollEntry& entry, short revents, uint64_t activity);
 
 // An entry due for a look (key: in view.entries): an upgraded socket, or
 // an orphan the kernel's set no longer holds (stream null if the kernel
