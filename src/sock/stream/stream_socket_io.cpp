@@ -145,7 +145,10 @@ core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int
     core::Result<size_t> sent = send_once(fd, window.data(), window.count(), flags, poll_first);
     if (sent) {
       done += sent.value();
-      if (holds_data_locked()) note_held_data();
+      if (!held_noted_ && holds_data_locked()) {
+        held_noted_ = true;
+        note_held_data(this);
+      }
       if (done >= total || (flags & MSG_DONTWAIT) || blocking_.nonblocking(fd)) return R::ok(done);
       continue;  // a blocking send takes everything, as the kernel's does
     }
