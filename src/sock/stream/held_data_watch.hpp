@@ -17,9 +17,5 @@ using HeldDataWaker = void (*)(void* context, StreamSocket* stream);
 void set_held_data_waker(HeldDataWaker waker, void* context);
 // A writer left bytes held on `stream` (its lock held): tells the thread.
 void note_held_data(StreamSocket* stream);
-// `stream` has bytes to write on TCP while the application may do
-// something else (a Resume or the peer's Revert, protocol.md §5): the same
-// note, so that a stream the thread passes by (settled) is looked at.
-inline void note_resend(StreamSocket* stream) { note_held_data(stream); }
 
 }  // namespace vsock::sock

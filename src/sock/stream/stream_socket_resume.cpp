@@ -16,7 +16,6 @@
 
 #include "core/log.hpp"
 #include "core/stats.hpp"
-#include "sock/stream/held_data_watch.hpp"
 #include "sock/stream/stream_socket.hpp"
 #include "sock/upgrade/failed_paths.hpp"
 #include "sock/wire/message_header.hpp"
@@ -72,7 +71,6 @@ bool StreamSocket::resume_on_tcp() {
   VSOCK_LOG(kInfo, "fd %d: RDMA failed (%s): the connection goes on over TCP (%llu ring bytes to read, %zu to resend)",
             fd_hint_, channel_->failure(), static_cast<unsigned long long>(reader_.ring_left()), resent.value());
   flush_resend_locked();
-  if (resend_pending()) note_resend(this);
   notify();
   return true;
 }

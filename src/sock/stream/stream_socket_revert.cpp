@@ -14,7 +14,6 @@
 #include "core/clock.hpp"
 #include "core/log.hpp"
 #include "core/stats.hpp"
-#include "sock/stream/held_data_watch.hpp"
 #include "sock/stream/stream_socket.hpp"
 #include "sock/wire/revert_message.hpp"
 #include "sys/real_calls.hpp"
@@ -238,7 +237,6 @@ void StreamSocket::take_peer_revert(const uint8_t* bytes, size_t length) {
   core::stat_add(core::Stat::reverts_received);
   VSOCK_LOG(kDebug, "fd %d: the peer went back to TCP: ring part %llu bytes left, %zu bytes to write again",
             fd_hint_, static_cast<unsigned long long>(revert_posted_ ? 0 : reader_.ring_left()), resend_.size());
-  if (resend_pending()) note_resend(this);
   notify();
 }
 
