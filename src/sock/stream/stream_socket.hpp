@@ -84,9 +84,6 @@ class StreamSocket final : public ManagedSocket {
   // side-band thread posts it once the completion it waits for has come, as
   // the kernel sends what Nagle held when the ACK arrives. Lock held.
   bool holds_data_locked() const;
-  // The side-band thread found the stream holding nothing (lock held): the
-  // next held write tells it again (note_held_data, once until then).
-  void rearm_held_note_locked() { held_noted_ = false; }
   // The receive ring may still grow (docs/protocol.md §3.1): the side-band
   // thread takes the peer's writes now and then, so that the ring grows
   // while the application does not read. Lock held.
@@ -491,7 +488,6 @@ class StreamSocket final : public ManagedSocket {
   bool bound_promised_ = false;  // client: UpgradeAccept's kAcceptFlagBound
   int64_t write_hold_until_ms_ = 0;  // hold_writes_until_settled(); 0: none
   bool awaiting_first_write_ = false;
-  bool held_noted_ = false;  // note_held_data() told the side band (until it re-arms)
   bool asked_for_first_write_ = false;  // the server did, once: settled for connect()
   bool write_hold_released_ = false;
   int fd_hint_ = -1;

@@ -145,10 +145,7 @@ core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int
     core::Result<size_t> sent = send_once(fd, window.data(), window.count(), flags, poll_first);
     if (sent) {
       done += sent.value();
-      if (!held_noted_ && holds_data_locked()) {
-        held_noted_ = true;
-        note_held_data(this);
-      }
+      if (holds_data_locked()) note_held_data();
       if (done >= total || (flags & MSG_DONTWAIT) || blocking_.nonblocking(fd)) return R::ok(done);
       continue;  // a blocking send takes everything, as the kernel's does
     }

@@ -80,27 +80,21 @@ void Engine::dispatch(const rdma::CmEvent& event) {
     parked_.at(i).connection.on_event(event);  // an end: serve_parked() drops it
     return;
   }
-  // The streams being set up first: most events are theirs, and a server
-  // may hold thousands of settled ones.
-  for (bool settled : {false, true}) {
-    for (Tracked& tracked : tracked_) {
-      if (tracked.settled != settled) continue;
-      StreamSocket* stream = tracked.stream;
-      std::unique_lock<std::mutex> stream_held = stream->lock();
-      if (stream->connector().owns(event)) {
-        on_connector_event(stream, event);
-        return;
-      }
-      if (stream->connection().owns(event)) {
-        tracked.settled = false;  // (a connection lost: the rounds look at what follows)
-        // A parked channel's end while its Attach waits: check_attach() asks
-        // with rdma_cm instead.
-        if (tracked.attach_deadline_ms != 0)
-          stream->connection().on_event(event);
-        else
-          on_connection_event(stream, event);
-        return;
-      }
+  for (const Tracked& tracked : tracked_) {
+    StreamSocket* stream = tracked.stream;
+    std::unique_lock<std::mutex> stream_held = stream->lock();
+    if (stream->connector().owns(event)) {
+      on_connector_event(stream, event);
+      return;
+    }
+    if (stream->connection().owns(event)) {
+      // A parked channel's end while its Attach waits: check_attach() asks
+      // with rdma_cm instead.
+      if (tracked.attach_deadline_ms != 0)
+        stream->connection().on_event(event);
+      else
+        on_connection_event(stream, event);
+      return;
     }
   }
   VSOCK_LOG(kDebug, "rdma_cm event %s for no one", rdma::cm_event_name(event.type));
@@ -114,7 +108,6 @@ void Engine::check_timers() {
   const int64_t now = core::monotonic_ms();
   const bool ring_grow_look = now - ring_grow_look_ms_ >= ring_grow_interval_ms();
   if (ring_grow_look) ring_grow_look_ms_ = now;
-  int settled_looks = now - settled_look_ms_ >= kRingGrowPollMs ? kRingGrowBatch : 0;
   retry_adoptions();
   serve_parked(now);
   datagrams_.check_deadlines();
@@ -149,18 +142,7 @@ void Engine::check_timers() {
   for (size_t i = 0; i < tracked_.size();) {
     StreamSocket* stream = tracked_[i].stream;
     bool drop = false;
-    if (tracked_[i].settled) {
-      const int64_t look_ms = tracked_[i].grow_look_ms;
-      if (look_ms == 0 || now < look_ms || settled_looks == 0) {
-        ++i;
-        continue;
-      }
-      --settled_looks;
-      settled_look_ms_ = now;
-      std::unique_lock<std::mutex> stream_held = stream->lock();
-      drop = look_at_settled(tracked_[i], now);
-    }
-    if (!drop && !tracked_[i].settled) {
+    {
       std::unique_lock<std::mutex> stream_held = stream->lock();
       if (tracked_[i].attach_deadline_ms != 0) check_attach(tracked_[i], now);
       if (tracked_[i].attach_deadline_ms == 0 && stream->connector().outcome() == rdma::CmOutcome::kPending &&
@@ -196,8 +178,6 @@ void Engine::check_timers() {
         }
       }
       drop = stream->kernel_only();
-      if (!stream->holds_data_locked()) stream->rearm_held_note_locked();
-      if (!drop && settles(tracked_[i])) settle(tracked_[i], now);
     }
     if (drop) {
       tracked_.erase(tracked_.begin() + static_cast<long>(i));
@@ -234,6 +214,7 @@ bool Engine::switch_in_progress(StreamSocket* stream) {
 }
 
 int Engine::next_timeout_ms() {
+  clear_held_data_note();  // before looking: a writer that holds data after this wakes us
   if (!closing_.empty()) return kDrainPollMs;
   int64_t now = core::monotonic_ms();
   int64_t soonest = now + 1000;
@@ -255,9 +236,7 @@ int Engine::next_timeout_ms() {
   for (const Unclaimed& entry : unclaimed_)
     if (entry.stream->awaiting_claim()) soonest = std::min(soonest, claim_at_ms(entry));  // (else its claim is on its way)
   if (int64_t parked = parked_.next_expiry_ms(now); parked >= 0) soonest = std::min(soonest, now + parked);
-  soonest = std::min(soonest, next_settled_look_ms());
   for (const Tracked& tracked : tracked_) {
-    if (tracked.settled) continue;  // (next_settled_look_ms)
     if (tracked.deadline_ms != 0) soonest = std::min(soonest, tracked.deadline_ms);
     if (tracked.attach_deadline_ms != 0) soonest = std::min(soonest, tracked.attach_deadline_ms);
     std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
@@ -284,7 +263,6 @@ void Engine::run() {
     {
       std::lock_guard<std::mutex> held(mu_);
       take_closed();
-      take_held_notes();
       timeout = next_timeout_ms();
       if (!add_channel_fds(&fds)) timeout = 0;
     }
@@ -301,7 +279,6 @@ void Engine::run() {
     if (fds[2].revents & POLLIN) serve_owner_inbox(hand_back_for_child);
     std::lock_guard<std::mutex> held(mu_);
     take_closed();
-    take_held_notes();
     // Only when poll saw one: every look at an empty rdma_cm channel is a
     // failed system call (the set-up of a connection makes several loops).
     for (int i = 0; cm_event && i < 64; ++i) {
@@ -432,8 +409,7 @@ UpgradeEngine* upgrade_engine() {
   std::thread thread([engine] { engine->run(); });
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   thread.detach();
-  set_held_data_waker([](void* context, StreamSocket* stream) { static_cast<Engine*>(context)->on_held_data(stream); },
-                      engine);
+  set_held_data_waker([](void* context) { static_cast<Engine*>(context)->wake(); }, engine);
   g_engine = engine;
   g_engine_failed = false;
   return g_engine;

@@ -8,7 +8,6 @@
 //   engine_claims.cpp     shared listeners: claims, the rendezvous listener, adoption
 //   engine_datagrams.cpp  UDP: its resolutions and listeners (DatagramResolution)
 //   engine_parking.cpp    parked channels: closed connections' queue pairs for the next one
-//   engine_settled.cpp    switched streams the rounds pass by: ring-growth looks, held data
 #pragma once
 #include "sock/upgrade/upgrade_engine.hpp"
 
@@ -101,14 +100,6 @@ constexpr int kHeldDataPollMs = 2;
 // connections it comes every 2 s, not 20 times a second.
 constexpr int kRingGrowPollMs = 50;
 constexpr size_t kRingGrowPollPer = 256;
-// Settled streams (Tracked::settled) have their ring-growth looks apart:
-// each one's gap doubles from kRingGrowPollMs up to kRingGrowIdleMs while
-// its ring receives nothing, and they are looked at in rounds no closer
-// than kRingGrowPollMs, kRingGrowBatch at most per round (with 1,000 idle
-// connections about 20 rounds a second of 50 short looks each; every
-// round is a wake-up of the thread on the application's vCPU).
-constexpr int64_t kRingGrowIdleMs = 1000;
-constexpr int kRingGrowBatch = 64;
 // How often a client asked for its first bytes (Reject kAfterData) looks
 // whether the application wrote them.
 constexpr int kFirstWritePollMs = 2;
@@ -147,15 +138,6 @@ struct Tracked {
   // client: an Attach on a parked channel waits for its answer until then
   // (0: not attaching); then the rdma_cm request goes instead.
   int64_t attach_deadline_ms = 0;
-  // Switched with nothing for the thread to do (Engine::settles): the
-  // rounds pass it by without its lock; only ring-growth looks visit it,
-  // at grow_look_ms (0: its ring cannot grow), every grow_gap_ms, which
-  // doubles while nothing arrives (engine_settled.cpp).
-  bool settled = false;
-  int64_t grow_look_ms = 0;
-  int64_t grow_gap_ms = 0;
-  uint64_t received_at_look = 0;  // the ring's received bytes at the last look
-  uint64_t consumed_at_look = 0;  // and the bytes the application had taken
 };
 
 struct Closing {
@@ -269,9 +251,6 @@ class Engine final : public UpgradeEngine {
   // Makes the thread look at its timers and sockets now.
   void wake();
   void wake_side_band() override { wake(); }
-  // A writer held data on `stream` (note_held_data): the rounds look at it
-  // again. Takes only held_mu_ (the writer holds the stream's lock).
-  void on_held_data(StreamSocket* stream);
   // In a child of fork(): drops the child's copies of the engine's fds. The
   // rdma_cm ids (the listeners among them) live as long as any process
   // holds their channel open; a listener whose owner exited (daemon()'s
@@ -356,19 +335,6 @@ class Engine final : public UpgradeEngine {
   void on_connection_event(StreamSocket* stream, const rdma::CmEvent& event);
   void check_timers();
   static bool switch_in_progress(StreamSocket* stream);
-  // Settled streams (engine_settled.cpp). Under both locks: whether the
-  // tracked stream has nothing left for the rounds; marks it so.
-  bool settles(const Tracked& tracked) const;
-  void settle(Tracked& tracked, int64_t now);
-  // A settled stream's ring-growth look. True if it is to be dropped
-  // (kernel only now).
-  bool look_at_settled(Tracked& tracked, int64_t now);
-  // When the next ring-growth look of settled streams is due (INT64_MAX:
-  // none).
-  int64_t next_settled_look_ms() const;
-  // Under mu_, at the start of a round: the streams on_held_data named
-  // are unsettled.
-  void take_held_notes();
   int next_timeout_ms();
   void track(StreamSocket* stream, int64_t deadline_ms);
   Tracked* tracked_entry(StreamSocket* stream);
@@ -478,11 +444,6 @@ class Engine final : public UpgradeEngine {
   std::vector<Tracked> tracked_;
   // Ring growth looks (kRingGrowPollMs): when the last one was.
   int64_t ring_grow_look_ms_ = 0;
-  // The last round that looked at settled streams (kRingGrowGapMs).
-  int64_t settled_look_ms_ = 0;
-  // Streams on_held_data() named, each with a reference, for take_held_notes().
-  std::mutex held_mu_;
-  std::vector<StreamSocket*> held_inbox_;
   int64_t ring_grow_interval_ms() const;
   std::vector<Closing> closing_;
   // Sockets the application closed (on_closed) that the thread has not

@@ -416,7 +416,6 @@ bool Engine::add_channel_fds(std::vector<pollfd>* fds) {
     fds->push_back(pollfd{channel.completion_fd(), POLLIN, 0});
   }
   for (const Tracked& tracked : tracked_) {
-    if (tracked.settled) continue;  // (switched: watched_channel() has none)
     std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
     StreamChannel* channel = watched_channel(tracked);
     if (channel == nullptr || !channel->arm()) continue;
@@ -438,7 +437,6 @@ void Engine::drain_channel_events(const std::vector<pollfd>& woken) {
     if (did_wake(channel.completion_fd())) channel.drain_events();
   }
   for (const Tracked& tracked : tracked_) {
-    if (tracked.settled) continue;
     std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
     StreamChannel* channel = watched_channel(tracked);
     // A stream's event taken here is one that a quiet epoll entry of the
