@@ -144,7 +144,7 @@ uint32_t entry_report(EpollEntry& entry, ManagedSocket* socket, int fd, uint32_t
   short revents = socket != nullptr                                   ? socket->poll_events(fd, kernel.events, look)
                   : sys::real().ppoll(&kernel, 1, &now, nullptr) > 0 ? kernel.revents
                                                                       : 0;
-  uint32_t ready = epoll_bits(revents) & (wanted | EPOLLERR | EPOLLHUP);
+  uint32_t ready = ready_bits(entry, revents);
   *ready_out = ready;
   if (!(wanted & EPOLLET)) return ready;
   if (socket == nullptr) {  // no activity count: an edge is an event newly ready
@@ -158,10 +158,13 @@ uint32_t entry_report(EpollEntry& entry, ManagedSocket* socket, int fd, uint32_t
   return report;
 }
 
+uint32_t ready_bits(const EpollEntry& entry, short revents) {
+  return epoll_bits(revents) & (entry.event.events | EPOLLERR | EPOLLHUP);
+}
+
 uint32_t report_of(const EpollEntry& entry, short revents, uint64_t activity) {
-  const uint32_t wanted = entry.event.events;
-  const uint32_t ready = epoll_bits(revents) & (wanted | EPOLLERR | EPOLLHUP);
-  if (!(wanted & EPOLLET)) return ready;
+  const uint32_t ready = ready_bits(entry, revents);
+  if (!(entry.event.events & EPOLLET)) return ready;
   // Activity since the last look is a new edge: everything ready is news.
   return activity != entry.activity ? ready : ready & ~entry.reported;
 }

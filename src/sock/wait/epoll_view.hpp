@@ -119,6 +119,9 @@ uint32_t entry_report(EpollEntry& entry, ManagedSocket* socket, int fd, uint32_t
 // entry), changing nothing: entry_report's rule, for a look that must not
 // take the socket's completions (the quiet entries' check after arming).
 uint32_t report_of(const EpollEntry& entry, short revents, uint64_t activity);
+// What of `revents` (poll bits) the entry can report: the events it asked
+// for, and EPOLLERR and EPOLLHUP always.
+uint32_t ready_bits(const EpollEntry& entry, short revents);
 
 // An entry due for a look (key: in view.entries): an upgraded socket, or
 // an orphan the kernel's set no longer holds (stream null if the kernel
