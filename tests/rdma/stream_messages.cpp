@@ -202,6 +202,11 @@ int case_ordered(int fd, const rdma::Device& device, int role) {
   CHECK(read_exact(ch, got.data(), got.size(), deadline));
   CHECK(check_stream(got.data(), got.size(), peer_seed, 0) == got.size());
   CHECK(ch.counters().messages_sent == 1 && ch.counters().messages_received == 1);
+  // Autocork may still hold our last piece (its completion came while we
+  // were not polling). At this layer only the owner progresses a channel
+  // (the library's side band does it above): keep polling until the piece
+  // is posted, or the peer waits for it while we wait in the barrier.
+  CHECK(wait_for(ch, [](const sock::StreamChannel& c) { return c.held_bytes() == 0; }, deadline));
   return barrier(fd, kSyncTimeoutMs) ? 0 : 1;
 }
 
