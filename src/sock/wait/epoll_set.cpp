@@ -181,6 +181,37 @@ int kernel_wait(EpollView& view, epoll_event* events, int max, const timespec* t
   }
 }
 
+// The lists of one epoll_wait_all call, kept per thread so that a call
+// allocates nothing once the thread has waited on a set that large (as
+// wait_poll's). A call made while the thread's are in use (a signal
+// handler that waits inside a wait) has its own.
+struct EpollLists {
+  std::vector<DueEntry> due;
+  std::vector<std::shared_ptr<EpollView>> inner;
+  SleepSet sleep;
+  bool in_use = false;
+};
+
+class EpollScratch {
+ public:
+  EpollScratch() : lists_(t_lists.in_use ? own_ : t_lists) { lists_.in_use = true; }
+  ~EpollScratch() {
+    // Emptied (the socket and view references go) but their memory kept.
+    lists_.due.clear();
+    lists_.inner.clear();
+    lists_.sleep.clear();
+    lists_.in_use = false;
+  }
+  EpollLists& operator*() { return lists_; }
+
+ private:
+  static thread_local EpollLists t_lists;
+  EpollLists own_;
+  EpollLists& lists_;
+};
+
+thread_local EpollLists EpollScratch::t_lists;
+
 }  // namespace
 
 void epoll_created(int epfd) {
@@ -265,9 +296,10 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
   SpinBudget spin(core::config().settings.spin_us, deadline < 0 ? -1 : deadline * 1000,
                   SpinHistory::of_this_thread());
   bool spinning = true;
-  std::vector<DueEntry> due;
-  std::vector<std::shared_ptr<EpollView>> inner;
-  SleepSet sleep_set;
+  EpollScratch scratch;
+  std::vector<DueEntry>& due = (*scratch).due;
+  std::vector<std::shared_ptr<EpollView>>& inner = (*scratch).inner;
+  SleepSet& sleep_set = (*scratch).sleep;
   for (;;) {
     const Look look = !spinning || wait_expired(deadline) ? Look::kFull
                       : spin.checkpoint()                 ? Look::kCheckpoint
@@ -284,9 +316,10 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
     // socket that stays ready does not hide the others (the kernel's ready
     // list rotates likewise).
     const size_t first = due.empty() ? 0 : view->rotation.fetch_add(1, std::memory_order_relaxed) % due.size();
+    std::unique_lock<std::mutex> view_held(view->mu, std::defer_lock);
+    if (!due.empty()) view_held.lock();  // once for the look, not per entry
     for (size_t i = 0; i < due.size() && n < max; ++i) {
       const DueEntry& d = due[(first + i) % due.size()];
-      std::lock_guard<std::mutex> held(view->mu);
       auto it = view->entries.find(d.key);
       if (it == view->entries.end() || it->second.disabled) continue;
       EpollEntry& entry = it->second;
@@ -304,6 +337,7 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
       ++n;
       if (entry.event.events & EPOLLONESHOT) entry.disabled = true;
     }
+    if (view_held.owns_lock()) view_held.unlock();
     // The kernel's own fds: on the first look, then every few (a system
     // call each time), always on the last look (full) and once the spin
     // ends (the sleep).

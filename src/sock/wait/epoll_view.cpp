@@ -279,16 +279,18 @@ void scan_entry(EpollView& view, int key, std::vector<DueEntry>* due, bool inclu
 
 }  // namespace
 
+// The scans go through a copy of the keys: scan_entry erases and adds some.
 void scan_entries(EpollView& view, std::vector<DueEntry>* due, bool include_quiet) {
-  std::vector<int> keys;
-  keys.reserve(view.entries.size());
+  std::vector<int>& keys = view.scan_keys;
+  keys.clear();
   for (const auto& [key, entry] : view.entries) keys.push_back(key);
   view.awake.clear();
   for (int key : keys) scan_entry(view, key, due, include_quiet);
 }
 
 void scan_awake(EpollView& view, std::vector<DueEntry>* due) {
-  std::vector<int> keys(view.awake.begin(), view.awake.end());
+  std::vector<int>& keys = view.scan_keys;
+  keys.assign(view.awake.begin(), view.awake.end());
   for (int key : keys) scan_entry(view, key, due, false);
 }
 

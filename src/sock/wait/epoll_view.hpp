@@ -72,6 +72,7 @@ struct EpollView {
   // others are the kernel's or wait for their wake set; a full scan
   // (scan_entries) rebuilds the set when sockets change route.
   std::set<int> awake;
+  std::vector<int> scan_keys;  // the keys a scan goes through (its memory kept from scan to scan)
   bool need_scan = true;
   uint64_t seen_route_changes = 0;  // route_changes() at the last full scan
   // The wake set of the quiet entries (an epoll fd of the library's own,
