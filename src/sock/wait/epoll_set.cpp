@@ -14,6 +14,7 @@
 #include "core/config.hpp"
 #include "sock/wait/epoll_quiet.hpp"
 #include "sock/wait/epoll_view.hpp"
+#include "sock/wait/kernel_epoll.hpp"
 #include "sock/registry.hpp"
 #include "sock/wait/spin_budget.hpp"
 #include "sock/socket_route.hpp"
@@ -168,7 +169,7 @@ int kernel_wait(EpollView& view, epoll_event* events, int max, const timespec* t
   timespec left{};
   for (;;) {
     clear_signal(view);
-    int n = sys::real().epoll_pwait2(view.epfd, events, max, wait_for, mask);
+    int n = kernel_epoll_wait(view.epfd, events, max, wait_for, mask);
     if (n <= 0) return n;
     n = drop_marker_events(view, events, n);
     if (n > 0 || wait_expired(deadline)) return n;
@@ -285,7 +286,7 @@ void epoll_forget_range(unsigned int first, unsigned int last) { drop_view_range
 
 int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeout, const sigset_t* mask) {
   std::shared_ptr<EpollView> view = view_in_use(epfd);
-  if (!view || max <= 0) return sys::real().epoll_pwait2(epfd, events, max, timeout, mask);
+  if (!view || max <= 0) return kernel_epoll_wait(epfd, events, max, timeout, mask);
   if (!valid_timeout(timeout)) {
     errno = EINVAL;
     return -1;
