@@ -403,7 +403,7 @@ core::Result<size_t> StreamChannel::read(void* data, size_t length, bool peek) {
 // ---------------------------------------------------------------- sending --
 
 void StreamChannel::pump_sends(bool force_flush) {
-  if (!started_ || error_ != 0 || sending_stopped_) return;
+  if (!started_ || error_ != 0 || sending_stopped_ || !sends_pending()) return;
   PostBatch batch(*this);
   queue_credit(batch);
   queue_ring_messages(batch);
@@ -411,6 +411,12 @@ void StreamChannel::pump_sends(bool force_flush) {
   queue_fin(batch);
   queue_closed(batch);
   batch.post();
+}
+
+// What the queue_* steps below each look for first.
+bool StreamChannel::sends_pending() const {
+  return staged_ > 0 || credit_.due() != 0 || fin_pending_ || closed_pending_ || (grow_offered_ && !grow_sent_) ||
+         peer_offer_pending_;
 }
 
 ibv_send_wr& StreamChannel::add_send(PostBatch& batch, bool force_signal) {

@@ -366,6 +366,9 @@ class StreamChannel {
   void release_retired_mirrors();
   // Posts, in this order and as room allows: credit, held data, FIN.
   void pump_sends(bool force_flush);
+  // Whether pump_sends() may have anything to post (false: it would post
+  // nothing; most looks at a quiet channel find it so).
+  bool sends_pending() const;
   ibv_send_wr& add_send(PostBatch& batch, bool force_signal);
   void fill_control(ibv_send_wr& wr, uint32_t word) const;
   void queue_credit(PostBatch& batch);
