@@ -26,6 +26,7 @@ build_dir=$(cd "${1:-$source_dir/build/default}" 2>/dev/null && pwd) ||
   { echo "app_cpu.sh: ${1:-build/default} not found: build first" >&2; exit 1; }
 source "$source_dir/bench/on_device.sh"
 bench_on_device "$source_dir/bench/app_cpu.sh" "$build_dir"
+source "$source_dir/bench/rounds.sh"
 
 for tool in redis-server redis-benchmark redis-cli; do
   command -v "$tool" >/dev/null || { echo "app_cpu.sh: $tool not installed (apt-get install redis-server redis-tools)" >&2; exit 1; }
@@ -95,22 +96,8 @@ run_one() {
 }
 
 raw=$work/raw.txt
-for ((round = 0; round < rounds; round++)); do
-  order=("${columns[@]}")
-  if ((round % 2)); then
-    order=()
-    for ((k = ${#columns[@]} - 1; k >= 0; k--)); do order+=("${columns[k]}"); done
-  fi
-  for c in "${order[@]}"; do
-    line=$(run_one "$c") && echo "column=$c $line" >>"$raw"
-    echo "app_cpu.sh: round $((round + 1)) $c: ${line:-FAILED}" >&2
-  done
-done
+bench_rounds app_cpu.sh "$rounds" "$raw" "${columns[@]}"
 
-field() { sed -n "s/.* $1=\([0-9.-]*\).*/\1/p"; }
-median() {
-  sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 echo
 echo "| column | SET requests/s | GET requests/s | server thread: user µs / request | system µs / request | voluntary / involuntary context switches per request |"
 echo "|---|---:|---:|---:|---:|---:|"

@@ -32,6 +32,7 @@ build_dir=$(cd "${1:-$source_dir/build/default}" 2>/dev/null && pwd) ||
   { echo "setup_time.sh: ${1:-build/default} not found: build first" >&2; exit 1; }
 source "$source_dir/bench/on_device.sh"
 bench_on_device "$source_dir/bench/setup_time.sh" "$build_dir"
+source "$source_dir/bench/rounds.sh"
 
 bench=$build_dir/bench/vsock_bench
 libvsock=$build_dir/lib/libvsock.so
@@ -86,23 +87,9 @@ run_one() {
   fi
 }
 
-field() { sed -n "s/.* $1=\([0-9.-]*\).*/\1/p"; }
-median() {
-  sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "-"; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.1f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
-}
 
 raw=$work/raw.txt
-for ((round = 0; round < rounds; round++)); do
-  order=("${columns[@]}")
-  if ((round % 2)); then
-    order=()
-    for ((k = ${#columns[@]} - 1; k >= 0; k--)); do order+=("${columns[k]}"); done
-  fi
-  for c in "${order[@]}"; do
-    line=$(run_one "$c") && echo "column=$c $line" >>"$raw"
-    echo "setup_time.sh: round $((round + 1)) $c: ${line:-FAILED}" >&2
-  done
-done
+bench_rounds setup_time.sh "$rounds" "$raw" "${columns[@]}"
 
 kernel_p50=$(grep '^column=kernel ' "$raw" | field p50_us | median)
 kernel_first=$(grep '^column=kernel ' "$raw" | field first_us | median)
