@@ -65,8 +65,11 @@ int wait_checks() {
   // Ready: the event, at once, with no limit.
   if (write(pipe_fds[1], "x", 1) != 1) return 6;
   if (kernel_epoll_wait(epfd, got, 4, nullptr, nullptr) != 1 || got[0].data.u64 != 42) return 7;
-  // Errors are the kernel's.
+  // Errors are the kernel's: not an epoll fd, a timeout out of range.
   if (kernel_epoll_wait(pipe_fds[0], got, 4, &zero, nullptr) != -1 || errno != EINVAL) return 8;
+  timespec negative{-1, 0}, too_many_ns{0, 1000000000};
+  if (kernel_epoll_wait(epfd, got, 4, &negative, nullptr) != -1 || errno != EINVAL) return 9;
+  if (kernel_epoll_wait(epfd, got, 4, &too_many_ns, nullptr) != -1 || errno != EINVAL) return 10;
   close(pipe_fds[0]);
   close(pipe_fds[1]);
   close(epfd);
@@ -105,7 +108,7 @@ TEST(KernelEpoll, WaitsWhereTheKernelHasNoEpollPwait2) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   if (WEXITSTATUS(status) == 100) GTEST_SKIP() << "SKIPPED: no seccomp filter could be installed here";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the check that failed (1-8 as in wait_checks, 101: the filter)";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the check that failed (1-10 as in wait_checks, 101: the filter)";
 }
 
 }  // namespace

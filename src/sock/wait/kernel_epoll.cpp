@@ -29,6 +29,11 @@ int kernel_epoll_wait(int epfd, epoll_event* events, int max, const timespec* ti
     if (n >= 0 || errno != ENOSYS) return n;
     g_no_pwait2.store(true, std::memory_order_relaxed);
   }
+  // epoll_pwait2's own check: epoll_pwait would take a negative count as no limit.
+  if (timeout != nullptr && (timeout->tv_sec < 0 || timeout->tv_nsec < 0 || timeout->tv_nsec >= 1000000000)) {
+    errno = EINVAL;
+    return -1;
+  }
   return real.epoll_pwait(epfd, events, max, epoll_timeout_ms(timeout), mask);
 }
 
