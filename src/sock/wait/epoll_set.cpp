@@ -17,6 +17,7 @@
 #include "sock/wait/kernel_epoll.hpp"
 #include "sock/registry.hpp"
 #include "sock/wait/spin_budget.hpp"
+#include "sock/wait/thread_scratch.hpp"
 #include "sock/socket_route.hpp"
 #include "sock/wait/wait_engine.hpp"
 #include "sock/wait/wait_sleep.hpp"
@@ -182,36 +183,17 @@ int kernel_wait(EpollView& view, epoll_event* events, int max, const timespec* t
   }
 }
 
-// The lists of one epoll_wait_all call, kept per thread so that a call
-// allocates nothing once the thread has waited on a set that large (as
-// wait_poll's). A call made while the thread's are in use (a signal
-// handler that waits inside a wait) has its own.
+// The lists of one epoll_wait_all call (ThreadScratch: kept per thread).
 struct EpollLists {
   std::vector<DueEntry> due;
   std::vector<std::shared_ptr<EpollView>> inner;
   SleepSet sleep;
-  bool in_use = false;
-};
-
-class EpollScratch {
- public:
-  EpollScratch() : lists_(t_lists.in_use ? own_ : t_lists) { lists_.in_use = true; }
-  ~EpollScratch() {
-    // Emptied (the socket and view references go) but their memory kept.
-    lists_.due.clear();
-    lists_.inner.clear();
-    lists_.sleep.clear();
-    lists_.in_use = false;
+  void clear() {
+    due.clear();
+    inner.clear();
+    sleep.clear();
   }
-  EpollLists& operator*() { return lists_; }
-
- private:
-  static thread_local EpollLists t_lists;
-  EpollLists own_;
-  EpollLists& lists_;
 };
-
-thread_local EpollLists EpollScratch::t_lists;
 
 }  // namespace
 
@@ -297,7 +279,7 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
   SpinBudget spin(core::config().settings.spin_us, deadline < 0 ? -1 : deadline * 1000,
                   SpinHistory::of_this_thread());
   bool spinning = true;
-  EpollScratch scratch;
+  ThreadScratch<EpollLists> scratch;
   std::vector<DueEntry>& due = (*scratch).due;
   std::vector<std::shared_ptr<EpollView>>& inner = (*scratch).inner;
   SleepSet& sleep_set = (*scratch).sleep;

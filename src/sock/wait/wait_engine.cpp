@@ -10,6 +10,7 @@
 #include "sock/registry.hpp"
 #include "sock/wait/select_bits.hpp"
 #include "sock/wait/spin_budget.hpp"
+#include "sock/wait/thread_scratch.hpp"
 #include "sock/socket_route.hpp"
 #include "sock/wait/wait_sleep.hpp"
 #include "sys/real_calls.hpp"
@@ -28,41 +29,22 @@ struct Managed {
   ManagedSocket* socket;
 };
 
-// The vectors of one wait_poll call, kept per thread so that a call
-// allocates nothing once the thread has polled a set that large. A call
-// made while the thread's are in use (a signal handler that polls inside
-// a poll) has its own.
+// The vectors of one wait_poll call (ThreadScratch: kept per thread).
 struct PollVectors {
   std::vector<Managed> managed;
   std::vector<std::shared_ptr<EpollView>> views;
   std::vector<pollfd> kernel;
-  bool in_use = false;
-};
-
-class PollScratch {
- public:
-  PollScratch() : vectors_(t_vectors.in_use ? own_ : t_vectors) { vectors_.in_use = true; }
-  ~PollScratch() {
-    // Emptied (the socket and view references go) but their memory kept.
-    vectors_.managed.clear();
-    vectors_.views.clear();
-    vectors_.kernel.clear();
-    vectors_.in_use = false;
+  void clear() {
+    managed.clear();
+    views.clear();
+    kernel.clear();
   }
-  PollVectors& operator*() { return vectors_; }
-
- private:
-  static thread_local PollVectors t_vectors;
-  PollVectors own_;
-  PollVectors& vectors_;
 };
-
-thread_local PollVectors PollScratch::t_vectors;
 
 }  // namespace
 
 int wait_poll(pollfd* fds, nfds_t count, const timespec* timeout, const sigset_t* mask) {
-  PollScratch scratch;
+  ThreadScratch<PollVectors> scratch;
   std::vector<Managed>& managed = (*scratch).managed;
   // Epoll fds in the set whose readiness the library keeps (their
   // eventfds): looked at before each kernel look, and slept on.
