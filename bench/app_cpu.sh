@@ -38,16 +38,8 @@ read -r -a columns <<<"${VSOCK_APP_CPU_COLUMNS:-kernel libvsock}"
 port=7799
 hz=$(getconf CLK_TCK)
 work=$(mktemp -d /tmp/vsock-app-cpu.XXXXXX) || exit 1
-server_pid=""
-stop_server() {
-  [ -n "$server_pid" ] || return 0
-  kill -TERM "$server_pid" 2>/dev/null
-  for _ in $(seq 1 50); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$server_pid" 2>/dev/null
-  wait "$server_pid" 2>/dev/null
-  server_pid=""
-}
-trap 'stop_server; rm -rf "$work"' EXIT
+source "$source_dir/bench/bench_server.sh"
+trap 'bench_stop_server; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
 # column_env COLUMN -> env assignments
@@ -88,7 +80,7 @@ run_one() {
     -n "$requests" -c 20 -P 1 --csv 2>/dev/null | tr -d '"' | awk -F, '$1 == "SET" { s = $2 } $1 == "GET" { g = $2 }
       END { if (s != "" && g != "") print "set_rps=" s, "get_rps=" g }')
   after=$(thread_counts)
-  stop_server
+  bench_stop_server
   [ -n "$result" ] || return 1
   echo "$result $(echo "$before $after" | awk -v n=$((2 * requests)) -v hz="$hz" '{
     printf "user_us=%.1f sys_us=%.1f vcs=%.3f ivcs=%.3f", ($5 - $1) * 1e6 / hz / n, ($6 - $2) * 1e6 / hz / n,

@@ -1,11 +1,13 @@
 # bench_server.sh - sourced by the bench scripts that start a fresh
-# vsock_bench server for each run (profiles.sh, setup_time.sh).
+# server for each run (profiles.sh, setup_time.sh, app_cpu.sh,
+# callgrind_epoll.sh).
 #
 #   bench_start_server OUT CMD...  starts CMD (e.g. `env ... vsock_bench
 #                                  server ...`) in the background, its output
-#                                  to OUT, and waits (20 s at most) for its
-#                                  "READY <port>" line: sets server_pid and
-#                                  server_port; returns 1 if none came.
+#                                  to OUT, and waits (BENCH_SERVER_WAIT_S, 20 s
+#                                  by default) for its "READY <port>" line:
+#                                  sets server_pid and server_port; returns 1
+#                                  if none came.
 #   bench_stop_server              SIGTERM, 5 s, then SIGKILL; reaps it.
 server_pid=""
 server_port=""
@@ -17,7 +19,7 @@ bench_start_server() {
   "$@" >"$out" 2>&1 </dev/null &
   server_pid=$!
   server_port=""
-  for ((i = 0; i < 200; i++)); do
+  for ((i = 0; i < ${BENCH_SERVER_WAIT_S:-20} * 10; i++)); do
     server_port=$(sed -n 's/^READY \([0-9][0-9]*\)$/\1/p' "$out")
     [ -n "$server_port" ] && return 0
     kill -0 "$server_pid" 2>/dev/null || break

@@ -36,14 +36,8 @@ addr=${VSOCK_BENCH_ADDR:-${RXE_VM_IPADDR:-127.0.0.1}}
 read -r iters_a iters_b <<<"${VSOCK_CALLGRIND_ITERS:-200 1000}"
 active=${VSOCK_CALLGRIND_ACTIVE:-20}
 work=$(mktemp -d /tmp/vsock-callgrind-epoll.XXXXXX) || exit 1
-server_pid=""
-stop_server() {
-  [ -n "$server_pid" ] || return 0
-  kill -TERM "$server_pid" 2>/dev/null
-  wait "$server_pid" 2>/dev/null
-  server_pid=""
-}
-trap 'stop_server; rm -rf "$work"' EXIT
+source "$source_dir/bench/bench_server.sh"
+trap 'bench_stop_server; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
 # What each row shows: the functions' inclusive counts (callgrind_annotate's
@@ -55,18 +49,15 @@ labels=("whole server" "epoll_wait" "recv" "send" "poll_events (looks)" "scan_aw
 
 # run_once BUILD ITERS OUT: one server under callgrind, one client; OUT gets the annotation.
 run_once() {
-  local build=$1 iters=$2 out=$3 lib=$1/lib/libvsock.so line port
-  : >"$work/server.out"
-  env LD_PRELOAD="$lib" VSOCK_UPGRADE_TIMEOUT_MS=60000 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" \
-    "$build/bench/vsock_idle_epoll" server --addr "$addr" --port 0 >"$work/server.out" 2>"$work/valgrind.err" &
-  server_pid=$!
-  for _ in $(seq 1 240); do grep -q '^READY' "$work/server.out" && break; sleep 0.5; done
-  port=$(sed -n 's/^READY \([0-9]*\).*/\1/p' "$work/server.out")
-  [ -n "$port" ] || { echo "server: $(tail -2 "$work/valgrind.err")" >&2; stop_server; return 1; }
+  local build=$1 iters=$2 out=$3 lib=$1/lib/libvsock.so line
+  # Under valgrind the server takes longer to start than bench_server.sh's default wait.
+  BENCH_SERVER_WAIT_S=120 bench_start_server "$work/server.out" env LD_PRELOAD="$lib" VSOCK_UPGRADE_TIMEOUT_MS=60000 \
+    valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" "$build/bench/vsock_idle_epoll" server --addr "$addr" \
+    --port 0 || { echo "server: $(tail -2 "$work/server.out")" >&2; bench_stop_server; return 1; }
   line=$(env LD_PRELOAD="$lib" VSOCK_UPGRADE_TIMEOUT_MS=60000 timeout -k 5 600 "$build/bench/vsock_idle_epoll" client \
-    --addr "$addr" --port "$port" --idle 0 --active "$active" --rounds "$iters" --warmup 20 --seconds 500 \
+    --addr "$addr" --port "$server_port" --idle 0 --active "$active" --rounds "$iters" --warmup 20 --seconds 500 \
     --check-every 1000000 2>>"$work/client.err" | grep '^result ')
-  stop_server
+  bench_stop_server
   [ -n "$line" ] || { echo "client: $(tail -2 "$work/client.err")" >&2; return 1; }
   callgrind_annotate --inclusive=yes --threshold=100 "$work/cg.out" 2>/dev/null >"$out"
 }
