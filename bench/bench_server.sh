@@ -1,6 +1,6 @@
 # bench_server.sh - sourced by the bench scripts that start a fresh
 # server for each run (profiles.sh, setup_time.sh, app_cpu.sh,
-# callgrind_epoll.sh).
+# callgrind.sh, callgrind_epoll.sh).
 #
 #   bench_start_server OUT CMD...  starts CMD (e.g. `env ... vsock_bench
 #                                  server ...`) in the background, its output

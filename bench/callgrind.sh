@@ -34,40 +34,24 @@ addr=${VSOCK_BENCH_ADDR:-${RXE_VM_IPADDR:-127.0.0.1}}
 read -r iters_a iters_b <<<"${VSOCK_CALLGRIND_ITERS:-100 400}"
 profile=${VSOCK_CALLGRIND_PROFILE:-latency}
 work=$(mktemp -d /tmp/vsock-callgrind.XXXXXX) || exit 1
-server_pid=""
-stop_server() {
-  [ -n "$server_pid" ] || return 0
-  kill -TERM "$server_pid" 2>/dev/null
-  for ((i = 0; i < 50; i++)); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$server_pid" 2>/dev/null
-  wait "$server_pid" 2>/dev/null
-  server_pid=""
-}
-trap 'stop_server; rm -rf "$work"' EXIT
+source "$source_dir/bench/bench_server.sh"
+trap 'bench_stop_server; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
 # run BUILD ITERS OUT: one client run under callgrind; OUT gets the
 # inclusive Ir of send, recv and wait ("send N" ... lines)
 run() {
-  local build=$1 iters=$2 out=$3 port i
+  local build=$1 iters=$2 out=$3
   local -a envs=("LD_PRELOAD=$build/lib/libvsock.so" "VSOCK_PROFILE=$profile" VSOCK_UPGRADE_TIMEOUT_MS=30000
     VSOCK_STATS=1 "VSOCK_LOG_FILE=$work/stats.log")
-  : >"$work/server.out"
   : >"$work/stats.log"
-  env "${envs[@]}" "$build/bench/vsock_bench" server --addr "$addr" --port 0 --cpu 0 >"$work/server.out" 2>&1 </dev/null &
-  server_pid=$!
-  port=""
-  for ((i = 0; i < 200; i++)); do
-    port=$(sed -n 's/^READY \([0-9][0-9]*\)$/\1/p' "$work/server.out")
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
-  [ -n "$port" ] || { echo "server did not start" >&2; stop_server; return 1; }
+  bench_start_server "$work/server.out" env "${envs[@]}" "$build/bench/vsock_bench" server --addr "$addr" --port 0 \
+    --cpu 0 || { echo "server did not start" >&2; bench_stop_server; return 1; }
   rm -f "$work/cg.out"
   env "${envs[@]}" timeout -k 5 600 valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" \
-    "$build/bench/vsock_bench" client --test tcp-lat --size 64 --addr "$addr" --port "$port" --iters "$iters" \
+    "$build/bench/vsock_bench" client --test tcp-lat --size 64 --addr "$addr" --port "$server_port" --iters "$iters" \
     --warmup 50 --seconds 500 --cpu 1 >"$work/client.out" 2>"$work/valgrind.err" </dev/null
-  stop_server
+  bench_stop_server
   grep -q '^result ' "$work/client.out" || { echo "client: $(tail -2 "$work/valgrind.err")" >&2; return 1; }
   grep -q 'upgrades_done=1' "$work/stats.log" || { echo "client stayed on TCP" >&2; return 1; }
   callgrind_annotate --inclusive=yes --threshold=100 "$work/cg.out" 2>/dev/null |
