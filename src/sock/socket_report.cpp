@@ -18,7 +18,7 @@ namespace vsock::sock {
 // other caller). The publisher's thread calls it, at most once per
 // publication per socket.
 void StreamSocket::snapshot(StreamSnapshot* out) {
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   out->phase = upgrade_.phase();
   out->fallback = upgrade_.fallback_reason();
   out->kernel_only = kernel_only();

@@ -816,16 +816,15 @@ void StreamChannel::handle_completion(const ibv_wc& wc) {
   }
 }
 
-core::Result<int> StreamChannel::progress() {
-  using R = core::Result<int>;
-  if (!cq_.valid()) return R::fail(ENOTCONN);
+int StreamChannel::take_completions() {
+  if (!cq_.valid()) return -ENOTCONN;
   int taken = 0;
   for (int round = 0; round < kMaxPollRounds; ++round) {
     ibv_wc wcs[kPollBatch];
     core::Result<int> polled = cq_.poll(wcs, kPollBatch);
     if (!polled) {
       fail(polled.error(), "ibv_poll_cq failed");
-      return R::fail(polled.error());
+      return -polled.error();
     }
     for (int i = 0; i < polled.value(); ++i) handle_completion(wcs[i]);
     taken += polled.value();
@@ -836,6 +835,14 @@ core::Result<int> StreamChannel::progress() {
     idle_ms_ = 0;
     idle_since_ms_ = 0;
   }
+  return taken;
+}
+
+core::Result<int> StreamChannel::progress() {
+  using R = core::Result<int>;
+  if (!cq_.valid()) return R::fail(ENOTCONN);
+  const int taken = take_completions();
+  if (taken < 0) return R::fail(-taken);
   replenish_receives();
   // After the completions, not at each DATA: DATA may fill the ring before
   // start(), and the writer then sends nothing more until it has room.

@@ -208,10 +208,18 @@ class StreamChannel {
   // call. Before start() it takes completions and re-posts receives only
   // (a message, or DATA the peer wrote right after its Switch).
   core::Result<int> progress();
+  // progress()'s first part: takes and applies what the CQ has, nothing
+  // more. The number taken; -errno if the poll failed (the channel failed).
+  int take_completions();
   // Readable after arm() once a completion arrives; then drain_events().
   int completion_fd() const { return cq_.channel_fd(); }
   rdma::Status arm();
   core::Result<int> drain_events();
+  // Whether drain_events() may find an event (armed since last found empty).
+  bool event_may_wait() const { return cq_.maybe_event(); }
+  // Whether progress() may have anything to post (false: it would post
+  // nothing; most looks at a quiet channel find it so).
+  bool sends_pending() const;
   // After a poll that said completion_fd() is readable: one read.
   core::Result<int> take_event() { return cq_.take_event(); }
   // Posts a zero-length RDMA WRITE (invisible to the peer) unless a
@@ -366,9 +374,6 @@ class StreamChannel {
   void release_retired_mirrors();
   // Posts, in this order and as room allows: credit, held data, FIN.
   void pump_sends(bool force_flush);
-  // Whether pump_sends() may have anything to post (false: it would post
-  // nothing; most looks at a quiet channel find it so).
-  bool sends_pending() const;
   ibv_send_wr& add_send(PostBatch& batch, bool force_signal);
   void fill_control(ibv_send_wr& wr, uint32_t word) const;
   void queue_credit(PostBatch& batch);

@@ -176,7 +176,7 @@ bool hand_back(std::vector<std::pair<StreamSocket*, int>>& streams) {
   bool all_back = true;
   for (auto& [stream, fd] : streams) {
     {
-      std::unique_lock<std::mutex> held = stream->lock();
+      StreamLock held = stream->lock();
       fd = stream->dup_own_fd(fd);
       if (fd < 0 && !stream->kernel_only()) {
         stream->set_abort_on_close();
@@ -217,7 +217,7 @@ wire::OwnerAnswer hand_back_for_child(uint64_t nonce) {
 void hand_back_before_close(StreamSocket* stream, int fd) {
   if (stream->kernel_only() || stream->parked()) return;
   {
-    std::unique_lock<std::mutex> held = stream->lock();
+    StreamLock held = stream->lock();
     stream->mark_handback_at_close_locked();
   }
   stream->retain();

@@ -132,7 +132,7 @@ void StreamSocket::apply(UpgradeAction action) {
 }
 
 void StreamSocket::fall_back_now(FallbackReason reason, const char* why) {
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   if (kernel_only()) return;
   // Only while nothing can be in a ring; later the state machine decides.
   // After a Revert the ring part still has to be read.
@@ -406,7 +406,7 @@ void StreamSocket::on_transport_lost() {
 }
 
 void StreamSocket::set_no_delay(bool on) {
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   no_delay_.store(on, std::memory_order_relaxed);
   apply_coalescing_locked();
 }
@@ -439,7 +439,7 @@ int StreamSocket::take_error_locked() {
 }
 
 bool StreamSocket::take_so_error(int fd, int* error) {
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   if (kernel_only() || !upgrade_.committed()) return false;
   progress_locked();
   // The kernel's pending error is consumed here either way: past this
@@ -498,7 +498,7 @@ bool StreamSocket::upgrade_settled() const {
 }
 
 void StreamSocket::wait_settled(int timeout_ms) {
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   settled_.wait_for(held, std::chrono::milliseconds(timeout_ms), [this] { return upgrade_settled(); });
 }
 
@@ -509,7 +509,7 @@ void StreamSocket::await_first_write_locked() {
 }
 
 void StreamSocket::hold_writes_until_settled(int timeout_ms) {
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   if (upgrade_settled()) return;
   write_hold_until_ms_ = core::monotonic_ms() + timeout_ms;
 }
@@ -531,7 +531,7 @@ bool StreamSocket::writes_held(int fd) {
 
 bool StreamSocket::on_last_close() {
   const bool abortive = abort_on_close_.load(std::memory_order_relaxed);
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   closing_ = true;
   if (kernel_only()) return false;
   if (switch_may_be_coming_locked() && !tcp_rules_out_switch_locked()) {
@@ -590,7 +590,7 @@ bool StreamSocket::on_last_close() {
 }
 
 void StreamSocket::finish_at_exit(int64_t deadline_ms) {
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   if (kernel_only()) return;
   if (!peer_reverted_) {
     if (!channel_ || !upgrade_.committed() || !writer_.switched()) return;
@@ -616,7 +616,7 @@ void StreamSocket::finish_closed_at_exit(int64_t deadline_ms) {
   while (!close_finished() && core::monotonic_ms() < deadline_ms) sys::real().poll(nullptr, 0, kFlushSliceMs);
 }
 
-bool StreamSocket::flush_locked(std::unique_lock<std::mutex>& held, int timeout_ms, bool stall_ends) {
+bool StreamSocket::flush_locked(StreamLock& held, int timeout_ms, bool stall_ends) {
   const int64_t start = core::monotonic_ms();
   int64_t last_completion = start;
   uint64_t completions = channel_ ? channel_->counters().completions : 0;
@@ -690,7 +690,7 @@ bool StreamSocket::tcp_rules_out_switch_locked() {
 }
 
 bool StreamSocket::close_finished() {
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   if (kernel_only() || !channel_) return drop_close_fd_locked();
   progress_locked();
   if (close_waits_for_switch_ && !kernel_only() && !upgrade_.committed()) {
@@ -733,7 +733,11 @@ void StreamSocket::close_own_dups_in_child() {
 // ----------------------------------------------------------------- waiting --
 
 uint64_t StreamSocket::activity(int fd) {
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
+  // Right after a look whose answer may be reused, this taking changes
+  // nothing (on the ring: no TCP arrivals to note, no write hold to end),
+  // so it keeps that answer usable: edge-triggered looks ask for both.
+  if (last_look_.reusable && mu_.takes() == last_look_.takes + 1) last_look_.takes = mu_.takes();
   if (!kernel_only() && !reader_.on_ring()) note_tcp_arrivals_locked(fd);
   // Our own shutdown changes readiness too (POLLIN|POLLRDHUP after SHUT_RD,
   // POLLHUP once both directions are shut), as the kernel's wake-up on it.
@@ -755,7 +759,7 @@ void StreamSocket::note_tcp_arrivals_locked(int fd) {
 
 int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
   claim_if_awaited(fd);
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   int n = 0;
   short tcp_events = 0;
   if ((events & POLLIN) && !reader_.on_ring()) tcp_events |= POLLIN;
@@ -788,13 +792,17 @@ int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
 }
 
 bool StreamSocket::wake_fds_tell_all(int /*fd*/) {
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
+  return on_ring_for_good_locked();
+}
+
+bool StreamSocket::on_ring_for_good_locked() const {
   return !kernel_only() && channel_ && channel_->started() && channel_->error() == 0 &&
          upgrade_.phase() == UpgradePhase::kSwitched && !resuming_ && !peer_reverted_ && !closing_ &&
          write_hold_until_ms_ == 0;
 }
 
-core::Result<bool> StreamSocket::wait(std::unique_lock<std::mutex>& held, int fd, WaitFor what, int64_t deadline_ms) {
+core::Result<bool> StreamSocket::wait(StreamLock& held, int fd, WaitFor what, int64_t deadline_ms) {
   using R = core::Result<bool>;
   pollfd fds[2];
   int n = 0;

@@ -36,6 +36,7 @@
 #include "sock/blocking_mode.hpp"
 #include "sock/managed_socket.hpp"
 #include "sock/stream/stream_channel.hpp"
+#include "sock/stream/stream_mutex.hpp"
 #include "sock/stream/switch_reader.hpp"
 #include "sock/stream/switch_writer.hpp"
 #include "sock/upgrade/rendezvous_board.hpp"
@@ -77,7 +78,7 @@ class StreamSocket final : public ManagedSocket {
   // Once it is attached: what the library knows of the blocking mode
   // stands in for asking the kernel (BlockingMode::assume).
   void assume_known_mode(const std::atomic<uint8_t>& known_mode) {
-    std::unique_lock<std::mutex> held = lock_call();
+    StreamLock held = lock_call();
     blocking_.assume(known_mode);
   }
   // Held data the application has not flushed by a later call: the
@@ -160,7 +161,7 @@ class StreamSocket final : public ManagedSocket {
   static void set_claim_handler(ClaimHandler handler);
 
   // --- the side band (UpgradeEngine), under lock() -----------------------
-  std::unique_lock<std::mutex> lock() { return lock_call(); }
+  StreamLock lock() { return lock_call(); }
   // The handoff keeps the lock past lock()'s scope (unique_lock::release)
   // and gives it back here.
   void unlock_after_handoff() { mu_.unlock(); }
@@ -299,12 +300,12 @@ class StreamSocket final : public ManagedSocket {
  private:
   // Takes mu_. A thread that finds it held says so in lock_waiters_ while
   // it waits: that is what makes a spinning wait() let go.
-  std::unique_lock<std::mutex> lock_call() {
-    std::unique_lock<std::mutex> held(mu_, std::try_to_lock);
+  StreamLock lock_call() {
+    StreamLock held(mu_, std::try_to_lock);
     if (!held.owns_lock()) relock(held);
     return held;
   }
-  void relock(std::unique_lock<std::mutex>& held) {
+  void relock(StreamLock& held) {
     lock_waiters_.fetch_add(1, std::memory_order_relaxed);
     held.lock();
     lock_waiters_.fetch_sub(1, std::memory_order_relaxed);
@@ -316,7 +317,7 @@ class StreamSocket final : public ManagedSocket {
   // passes or a signal arrives. EINTR, EAGAIN (timeout), or ok. ok(true):
   // it ended in a progress() that took completions, so the caller need not
   // poll the CQ again before it looks; ok(false): look as usual.
-  core::Result<bool> wait(std::unique_lock<std::mutex>& held, int fd, WaitFor what, int64_t deadline_ms);
+  core::Result<bool> wait(StreamLock& held, int fd, WaitFor what, int64_t deadline_ms);
   // A send that can go straight to the ring: switched, nothing to resend,
   // no failure known, credit and send-queue room. It posts without polling
   // the CQ first (what the poll could bring — credit, a peer's Revert or
@@ -328,6 +329,18 @@ class StreamSocket final : public ManagedSocket {
   core::Result<size_t> recv_once(int fd, const iovec* iov, int count, int flags, bool progress = true);
   core::Result<size_t> recv_tcp_eof();
   bool ring_readable() const;
+  // Switched for good: on the ring, no resume, handback, close, error or
+  // write hold under way (what wake_fds_tell_all() says).
+  bool on_ring_for_good_locked() const;
+  // poll_events' quick look: whether the last full look's answer for (fd,
+  // events) still holds. It does when that look found every path of the
+  // socket on the ring with nothing that time alone can change
+  // (look_reusable_locked), nobody took the lock since (mu_.takes() moved by
+  // our own taking only: every member changes under it), no sleeper's
+  // channel event waits to be drained, and the CQ has nothing new (what it
+  // has is taken, and the look is a full one).
+  bool last_look_holds_locked(int fd, short events);
+  bool look_reusable_locked(short events) const;
   void send_switch();
   // Server: Bound, with the token and our TCP count (§2).
   void send_bound();
@@ -385,7 +398,7 @@ class StreamSocket final : public ManagedSocket {
   // TCP. Before an urgent byte or a FIN (TCP's, which must come after it),
   // at exit and at a handover. `held` is let go while it sleeps; null when
   // the caller must keep the lock (a handover holds it throughout).
-  void wait_for_token_locked(std::unique_lock<std::mutex>* held, int64_t deadline_ms);
+  void wait_for_token_locked(StreamLock* held, int64_t deadline_ms);
   // How long an urgent byte or a FIN waits for the token to go before it
   // (about one round trip: our Switch's acknowledgement), and the slice of
   // each sleep of that wait.
@@ -454,11 +467,11 @@ class StreamSocket final : public ManagedSocket {
   // while (false: the peer is not taking them).
   // stall_ends: also gives up after kCloseStallMs without a completion (a
   // close, whose engine goes on; not at exit, where nothing goes on).
-  bool flush_locked(std::unique_lock<std::mutex>& held, int timeout_ms, bool stall_ends = true);
+  bool flush_locked(StreamLock& held, int timeout_ms, bool stall_ends = true);
 
-  std::mutex mu_;
+  StreamMutex mu_;
   std::atomic<uint32_t> lock_waiters_{0};  // threads blocked in lock_call()/relock()
-  std::condition_variable settled_;
+  std::condition_variable_any settled_;  // any: it waits on StreamMutex
   std::atomic<int> refs_{1};
   std::atomic<bool> kernel_only_{false};
   std::atomic<bool> abort_on_close_{false};
@@ -529,6 +542,16 @@ class StreamSocket final : public ManagedSocket {
   uint64_t inode_ = 0;           // the kernel socket's inode (0: unknown)
   uint64_t eagain_count_ = 0;  // for activity()
   uint64_t tcp_arrived_ = 0;   // for activity(): TCP bytes read or waiting, the most seen
+  // The last full look of poll_events (last_look_holds_locked).
+  struct LastLook {
+    uint64_t takes = 0;  // mu_.takes() when it was made (or last found to hold)
+    int fd = -1;
+    short events = 0;
+    short ready = 0;
+    int low_water = 1;  // SO_RCVLOWAT then
+    bool reusable = false;
+  };
+  LastLook last_look_;
 };
 
 }  // namespace vsock::sock

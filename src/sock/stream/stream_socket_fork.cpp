@@ -25,13 +25,14 @@ bool StreamSocket::stays_across_fork_locked() const {
 
 void StreamSocket::park_in_child(pid_t owner) {
   forget_parent_objects();
+  last_look_ = LastLook{};  // the parent's
   owner_pid_ = owner;
   kept_since_fork_.store(0, std::memory_order_relaxed);  // this process's own forks count anew
   parked_.store(true, std::memory_order_release);
 }
 
 void StreamSocket::leave_parked(int fd) {
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   leave_parked_locked(fd);
 }
 

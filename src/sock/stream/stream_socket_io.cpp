@@ -116,7 +116,7 @@ core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int
   using R = core::Result<size_t>;
   const size_t total = iov_total(iov, count);
   const bool urgent = (flags & MSG_OOB) && total > 0;
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   size_t done = 0;
   int64_t deadline = -2;  // not looked up yet
   bool progressed = false;  // the wait just polled the CQ
@@ -334,7 +334,7 @@ core::Result<size_t> StreamSocket::recv(int fd, const iovec* iov, int count, int
   // kernel's tcp_recvmsg target), or at the end, an error or a signal.
   const size_t low_water = static_cast<size_t>(std::max(1, receive_low_water_.load(std::memory_order_relaxed)));
   const size_t target = wait_all ? total : std::min(total, low_water);
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   size_t got = 0;
   int64_t deadline = -2;  // not looked up yet
   bool progressed = false;  // the wait just polled the CQ and found something
@@ -386,7 +386,7 @@ core::Result<size_t> StreamSocket::receive_message(int fd, msghdr& msg, int flag
 core::Result<bool> StreamSocket::shutdown(int fd, int how) {
   claim_if_awaited(fd);
   using R = core::Result<bool>;
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   // The kernel socket is shut too: its errors (ENOTCONN, EINVAL) are the
   // answer, and a peer still reading TCP sees the end there.
   last_fd_ = fd;
@@ -430,7 +430,7 @@ core::Result<bool> StreamSocket::shutdown(int fd, int how) {
 core::Result<int> StreamSocket::readable_bytes(int fd) {
   claim_if_awaited(fd);
   using R = core::Result<int>;
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   progress_locked();
   if (resuming_ && reader_.tcp_again()) take_resume_record(fd);
   if (reader_.token_due()) check_token_locked(fd);
@@ -462,8 +462,13 @@ bool StreamSocket::ring_readable() const {
 
 short StreamSocket::poll_events(int fd, short events, Look look) {
   claim_if_awaited(fd);
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   last_fd_ = fd;
+  if (last_look_holds_locked(fd, events)) {
+    last_look_.takes = mu_.takes();
+    return last_look_.ready;
+  }
+  last_look_.reusable = false;
   // Events of the completion channel a sleeper woke for (non-blocking).
   if (channel_ && !kernel_only()) note_wake_events_taken(channel_->drain_events().value_or(0));
   progress_locked();
@@ -471,13 +476,36 @@ short StreamSocket::poll_events(int fd, short events, Look look) {
   if (reader_.token_due()) check_token_locked(fd);
   bool look_again = false;
   const short ready = readiness_locked(fd, events, &look_again);
-  if (!look_again) return ready;
+  if (!look_again) {
+    last_look_ = LastLook{mu_.takes(), fd, events, ready, receive_low_water_.load(std::memory_order_relaxed),
+                          look_reusable_locked(events)};
+    return ready;
+  }
   held.unlock();
   return poll_events(fd, events, look);
 }
 
+bool StreamSocket::last_look_holds_locked(int fd, short events) {
+  // SO_RCVLOWAT and the way to the kernel are set without the lock.
+  if (!last_look_.reusable || last_look_.fd != fd || last_look_.events != events ||
+      mu_.takes() != last_look_.takes + 1 || kernel_only() ||
+      last_look_.low_water != receive_low_water_.load(std::memory_order_relaxed))
+    return false;
+  // A sleeper armed the CQ since: its event is the full look's to drain.
+  if (channel_->event_may_wait()) return false;
+  return channel_->take_completions() == 0;
+}
+
+bool StreamSocket::look_reusable_locked(short events) const {
+  // No TCP path to ask (readiness_locked's need_kernel), nothing held for a
+  // deadline (writes_held, the token) and nothing progress() would post.
+  return on_ring_for_good_locked() && reader_.on_ring() && !writes_to_kernel() && !(events & POLLPRI) &&
+         !token_owed_ && !reader_.token_due() && resend_.empty() && error_locked() == 0 &&
+         !channel_->sends_pending();
+}
+
 short StreamSocket::ready_now(int fd, short events) {
-  std::unique_lock<std::mutex> held = lock_call();
+  StreamLock held = lock_call();
   bool look_again = false;
   const short ready = readiness_locked(fd, events, &look_again);
   return look_again ? events : ready;

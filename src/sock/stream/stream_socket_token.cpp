@@ -124,7 +124,7 @@ bool StreamSocket::flush_token_locked() {
   return true;
 }
 
-void StreamSocket::wait_for_token_locked(std::unique_lock<std::mutex>* held, int64_t deadline_ms) {
+void StreamSocket::wait_for_token_locked(StreamLock* held, int64_t deadline_ms) {
   for (;;) {
     if (!token_owed_ || !channel_ || kernel_only()) return;
     progress_locked();  // takes our Switch's completion, then writes the token (advance)

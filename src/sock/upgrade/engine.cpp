@@ -82,7 +82,7 @@ void Engine::dispatch(const rdma::CmEvent& event) {
   }
   for (const Tracked& tracked : tracked_) {
     StreamSocket* stream = tracked.stream;
-    std::unique_lock<std::mutex> stream_held = stream->lock();
+    StreamLock stream_held = stream->lock();
     if (stream->connector().owns(event)) {
       on_connector_event(stream, event);
       return;
@@ -143,7 +143,7 @@ void Engine::check_timers() {
     StreamSocket* stream = tracked_[i].stream;
     bool drop = false;
     {
-      std::unique_lock<std::mutex> stream_held = stream->lock();
+      StreamLock stream_held = stream->lock();
       if (tracked_[i].attach_deadline_ms != 0) check_attach(tracked_[i], now);
       if (tracked_[i].attach_deadline_ms == 0 && stream->connector().outcome() == rdma::CmOutcome::kPending &&
           stream->upgrade().phase() == UpgradePhase::kConnecting && !stream->awaiting_first_write()) {
@@ -239,7 +239,7 @@ int Engine::next_timeout_ms() {
   for (const Tracked& tracked : tracked_) {
     if (tracked.deadline_ms != 0) soonest = std::min(soonest, tracked.deadline_ms);
     if (tracked.attach_deadline_ms != 0) soonest = std::min(soonest, tracked.attach_deadline_ms);
-    std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
+    StreamLock stream_held = tracked.stream->lock();
     if (switch_in_progress(tracked.stream)) soonest = std::min<int64_t>(soonest, now + kSwitchPollMs);
     if (tracked.stream->holds_data_locked()) soonest = std::min<int64_t>(soonest, now + kHeldDataPollMs);
     if (tracked.stream->ring_may_grow_locked())

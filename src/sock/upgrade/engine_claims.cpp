@@ -110,7 +110,7 @@ void Engine::claim_unused() {
 // claim again: StreamSocket::revert_begin), or one did and the socket may
 // be the child's to claim.
 bool Engine::take_claim_unforked(const Unclaimed& entry) {
-  std::unique_lock<std::mutex> stream_held = entry.stream->lock();
+  StreamLock stream_held = entry.stream->lock();
   return entry.forks == fork_generation() && entry.stream->take_claim();
 }
 

@@ -16,7 +16,7 @@ bool Engine::peer_failed_recently(const sockaddr* peer, socklen_t peer_len) {
 bool Engine::ask_after_first_write_at_once(int fd, StreamSocket* stream, const sockaddr* peer, socklen_t peer_len) {
   std::lock_guard<std::mutex> held(mu_);
   if (!after_data_peers_.should_skip(peer, peer_len, static_cast<uint64_t>(core::monotonic_ms()))) return false;
-  std::unique_lock<std::mutex> stream_held = stream->lock();
+  StreamLock stream_held = stream->lock();
   stream->set_fd_hint(fd);
   core::stat_add(core::Stat::upgrade_attempts);
   stream->apply(stream->upgrade().on(UpgradeEvent::kConnectStarted));
@@ -43,7 +43,7 @@ bool Engine::start_connect(int fd, StreamSocket* stream, const sockaddr* peer, s
   // need not wait for it.
   std::unique_ptr<StreamChannel> channel = new_channel();
   std::lock_guard<std::mutex> held(mu_);
-  std::unique_lock<std::mutex> stream_held = stream->lock();
+  StreamLock stream_held = stream->lock();
   core::Result<bool> started = connect_locked(stream, fd, reinterpret_cast<sockaddr*>(&local), local_len, peer,
                                               peer_len, std::move(channel));
   if (!started) {

@@ -43,7 +43,7 @@ bool send_bytes(StreamChannel& channel, const uint8_t* bytes, size_t length) {
 bool Engine::park_closed(Closing& closing, int64_t now) {
   StreamSocket* stream = closing.stream;
   if (!settings_.park_channels) return true;
-  std::unique_lock<std::mutex> stream_held = stream->lock();
+  StreamLock stream_held = stream->lock();
   StreamChannel* channel = stream->kernel_only() ? nullptr : stream->channel();
   if (channel == nullptr || stream->connection().state() != rdma::CmConnectionState::kConnected) return true;
   stream->progress_locked();  // the peer's CLOSED may be in the CQ
@@ -294,7 +294,7 @@ void Engine::answer_attach(Listener& listener, std::unique_ptr<ParkedChannel> pa
     listener.early.push_back(std::move(upgrade));
     return;
   }
-  std::unique_lock<std::mutex> stream_held = stream->lock();
+  StreamLock stream_held = stream->lock();
   if (stream->kernel_only()) return;  // the channel goes: the client's Attach fails, it stays on TCP
   stream->set_nonce(request.nonce);
   stream->set_channel(std::move(parked->channel));
@@ -321,7 +321,7 @@ bool Engine::attach_parked(int fd, StreamSocket* stream, const sockaddr* local, 
   uint8_t bytes[wire::kAttachMessageSize];
   wire::encode_attach(request.value(), bytes);
   if (!send_bytes(*parked->channel, bytes, sizeof bytes)) return false;  // the channel goes
-  std::unique_lock<std::mutex> stream_held = stream->lock();
+  StreamLock stream_held = stream->lock();
   stream->set_channel(std::move(parked->channel));
   stream->connection() = std::move(parked->connection);
   stream->set_fd_hint(fd);
@@ -416,7 +416,7 @@ bool Engine::add_channel_fds(std::vector<pollfd>* fds) {
     fds->push_back(pollfd{channel.completion_fd(), POLLIN, 0});
   }
   for (const Tracked& tracked : tracked_) {
-    std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
+    StreamLock stream_held = tracked.stream->lock();
     StreamChannel* channel = watched_channel(tracked);
     if (channel == nullptr || !channel->arm()) continue;
     if (has_news(*channel)) quiet = false;
@@ -437,7 +437,7 @@ void Engine::drain_channel_events(const std::vector<pollfd>& woken) {
     if (did_wake(channel.completion_fd())) channel.drain_events();
   }
   for (const Tracked& tracked : tracked_) {
-    std::unique_lock<std::mutex> stream_held = tracked.stream->lock();
+    StreamLock stream_held = tracked.stream->lock();
     StreamChannel* channel = watched_channel(tracked);
     // A stream's event taken here is one that a quiet epoll entry of the
     // application's would have woken for: say so (managed_socket.hpp).

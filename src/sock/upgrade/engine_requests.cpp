@@ -149,7 +149,7 @@ void Engine::redirect_claimed(Listener& listener) {
 // Under the engine's lock; takes the stream's.
 void Engine::accept_matched(Listener& listener, const rdma::CmEvent& request, const wire::UpgradeRequest& parsed,
                             StreamSocket* stream) {
-  std::unique_lock<std::mutex> stream_held = stream->lock();
+  StreamLock stream_held = stream->lock();
   if (stream->kernel_only()) {
     reject(listener, request, parsed.nonce, wire::RejectReason::kConnection);
     return;
@@ -242,7 +242,7 @@ void Engine::accept_early(Listener& listener, const rdma::CmEvent& request, cons
 
 // accept() returned the socket of an early upgrade. Under the engine's lock.
 void Engine::bind_early(std::unique_ptr<EarlyUpgrade> early, int fd, StreamSocket* stream) {
-  std::unique_lock<std::mutex> stream_held = stream->lock();
+  StreamLock stream_held = stream->lock();
   if (stream->kernel_only()) return;  // the client sees the connection end
   rdma::CmConnectionState state = early->answered.connection.state();
   if (state == rdma::CmConnectionState::kDisconnected || state == rdma::CmConnectionState::kFailed) {
