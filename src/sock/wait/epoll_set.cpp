@@ -123,9 +123,9 @@ bool quiet_idle(EpollView& view, const std::vector<DueEntry>& due, int64_t now_m
   std::lock_guard<std::mutex> held(view.mu);
   bool look_again = false;
   for (const DueEntry& d : due) {
-    auto it = view.entries.find(d.key);
-    if (it == view.entries.end() || d.socket == nullptr || it->second.quiet) continue;
-    EpollEntry& entry = it->second;
+    EpollEntry* found = entry_of(view, d);
+    if (found == nullptr || d.socket == nullptr || found->quiet) continue;
+    EpollEntry& entry = *found;
     if (entry.idle_since_ms < 0 || now_ms - entry.idle_since_ms < kSpinQuietAfterMs) continue;
     const QuietOutcome outcome = try_quiet(view, d.key, entry, d.socket, nullptr);
     if (outcome == QuietOutcome::kQuiet) continue;
@@ -141,12 +141,12 @@ bool quiet_idle(EpollView& view, const std::vector<DueEntry>& due, int64_t now_m
 void sleep_on_entries(EpollView& view, const std::vector<DueEntry>& due, SleepSet* sleep) {
   std::lock_guard<std::mutex> held(view.mu);
   for (const DueEntry& d : due) {
-    auto it = view.entries.find(d.key);
-    if (d.socket == nullptr || it == view.entries.end()) {
+    EpollEntry* entry = entry_of(view, d);
+    if (d.socket == nullptr || entry == nullptr) {
       sleep_on(sleep, d);
       continue;
     }
-    if (!it->second.quiet) try_quiet(view, d.key, it->second, d.socket, sleep);
+    if (!entry->quiet) try_quiet(view, d.key, *entry, d.socket, sleep);
   }
   int slice_ms = -1;
   const int wake_fd = quiet_wake_fd(view, core::monotonic_ms(), &slice_ms);
@@ -303,9 +303,9 @@ int epoll_wait_all(int epfd, epoll_event* events, int max, const timespec* timeo
     if (!due.empty()) view_held.lock();  // once for the look, not per entry
     for (size_t i = 0; i < due.size() && n < max; ++i) {
       const DueEntry& d = due[(first + i) % due.size()];
-      auto it = view->entries.find(d.key);
-      if (it == view->entries.end() || it->second.disabled) continue;
-      EpollEntry& entry = it->second;
+      EpollEntry* found = entry_of(*view, d);
+      if (found == nullptr || found->disabled) continue;
+      EpollEntry& entry = *found;
       uint32_t ready = 0;
       uint32_t report = entry_report(entry, d.socket, d.fd, &ready, look);
       if (entry.event.events & EPOLLET) entry.reported = ready;

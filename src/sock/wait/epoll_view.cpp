@@ -36,7 +36,9 @@ bool observe_at(EpollView& view, SleepSet* sleep, int depth) {
     uint64_t activity = 0;
     for (const DueEntry& d : due) {
       uint32_t now_ready = 0;
-      EpollEntry& entry = view.entries[d.key];
+      EpollEntry* found = entry_of(view, d);
+      if (found == nullptr) continue;
+      EpollEntry& entry = *found;
       if (entry_report(entry, d.socket, d.fd, &now_ready, Look::kFull) != 0) ready = true;
       // This look may have taken the completion event that was to wake a
       // quiet entry in the view's own wait (and left its queue unarmed).
@@ -214,7 +216,14 @@ void erase_entry(EpollView& view, int key) {
   if (it == view.entries.end()) return;
   if (it->second.quiet) --view.quiet_count;
   view.entries.erase(it);
+  ++view.erasures;
   view.awake.erase(key);
+}
+
+EpollEntry* entry_of(EpollView& view, const DueEntry& due) {
+  if (due.erasures == view.erasures) return due.entry;
+  auto it = view.entries.find(due.key);
+  return it == view.entries.end() ? nullptr : &it->second;
 }
 
 void wake_entry(EpollView& view, int key) {
@@ -247,8 +256,9 @@ bool orphan_entry(EpollView& view, int* key, int closing) {
 namespace {
 
 // One entry of a scan: brought up to date (see scan_entries) and, if a
-// look must see it, appended to *due. Keeps view.awake in step.
-void scan_entry(EpollView& view, int key, std::vector<DueEntry>* due, bool include_quiet) {
+// look must see it, appended to *due. Keeps view.awake in step (`awake`:
+// the key is in it already).
+void scan_entry(EpollView& view, int key, std::vector<DueEntry>* due, bool include_quiet, bool awake) {
   auto it = view.entries.find(key);
   if (it == view.entries.end()) {
     view.awake.erase(key);
@@ -271,10 +281,10 @@ void scan_entry(EpollView& view, int key, std::vector<DueEntry>* due, bool inclu
       --view.quiet_count;
     }
     if (!looked_at || !include_quiet) return;
-  } else {
+  } else if (!awake) {
     view.awake.insert(key);
   }
-  due->push_back(DueEntry{key, entry.fd, std::move(ref), socket, poll_bits(entry.event.events)});
+  due->push_back(DueEntry{key, entry.fd, std::move(ref), socket, poll_bits(entry.event.events), &entry, view.erasures});
 }
 
 }  // namespace
@@ -285,13 +295,15 @@ void scan_entries(EpollView& view, std::vector<DueEntry>* due, bool include_quie
   keys.clear();
   for (const auto& [key, entry] : view.entries) keys.push_back(key);
   view.awake.clear();
-  for (int key : keys) scan_entry(view, key, due, include_quiet);
+  for (int key : keys) scan_entry(view, key, due, include_quiet, false);
 }
 
 void scan_awake(EpollView& view, std::vector<DueEntry>* due) {
   std::vector<int>& keys = view.scan_keys;
   keys.assign(view.awake.begin(), view.awake.end());
-  for (int key : keys) scan_entry(view, key, due, false);
+  // Each key is still awake when its turn comes: a scan_entry erases
+  // only its own key from the set.
+  for (int key : keys) scan_entry(view, key, due, false, true);
 }
 
 void sleep_on(SleepSet* sleep, const DueEntry& due) {

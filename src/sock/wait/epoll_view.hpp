@@ -62,6 +62,9 @@ struct EpollView {
   // a dup keeps the socket open moves to a negative key: the kernel's
   // registration outlives the number, unreachable by EPOLL_CTL_*.
   std::map<int, EpollEntry> entries;
+  // Entries erased so far: a pointer into `entries` taken at a count
+  // still holds (insertions move no node of a std::map).
+  uint64_t erasures = 0;
   int next_orphan_key = -1;
   std::map<int, std::weak_ptr<EpollView>> nested;  // epoll fds in the set
   // Once anything was registered here the library waits on this set.
@@ -133,7 +136,14 @@ struct DueEntry {
   SocketRef ref;  // keeps the socket alive while it is used
   ManagedSocket* socket;
   short events;   // poll() bits of the registered events
+  EpollEntry* entry;   // view.entries[key] while view.erasures is still
+  uint64_t erasures;   // this
 };
+
+// Under the view's lock: the due entry's EpollEntry, or null if it left
+// the view since the look collected it (without a search while nothing
+// was erased).
+EpollEntry* entry_of(EpollView& view, const DueEntry& due);
 
 // Adds to `sleep` what may change the entry's readiness.
 void sleep_on(SleepSet* sleep, const DueEntry& due);
