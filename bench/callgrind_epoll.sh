@@ -14,8 +14,9 @@
 # differ only in the client's round trips (ITERS_A, ITERS_B): the difference
 # of the inclusive counts over ITERS_B - ITERS_A is one round trip's, the
 # connections' set-up left out. The number of looks per round trip follows
-# timing (spins, entries going quiet), so compare builds by the per-look
-# parts too (pump_sends or progress against readiness_locked).
+# timing (spins, entries going quiet), so compare builds per look too: the
+# "entry looks" column counts them (StreamSocket::poll_events calls per
+# round trip).
 #
 # Environment:
 #   VSOCK_CALLGRIND_ITERS    "ITERS_A ITERS_B" (default "200 1000")
@@ -60,19 +61,36 @@ run_once() {
   bench_stop_server
   [ -n "$line" ] || { echo "client: $(tail -2 "$work/client.err")" >&2; return 1; }
   callgrind_annotate --inclusive=yes --threshold=100 "$work/cg.out" 2>/dev/null >"$out"
+  callgrind_annotate --tree=caller --inclusive=yes --threshold=100 --auto=no "$work/cg.out" 2>/dev/null >"$out.tree"
+}
+
+calls_of() {  # TREE NAME -> how often NAME (its own line, as callgrind_annotate names it) was called
+  awk -v RS= -v name="$2" '
+    { n = split($0, lines, "\n"); own = 0; calls = 0
+      for (i = 1; i <= n; i++) {
+        if (index(lines[i], " * ") && index(lines[i], name)) own = 1
+        if (index(lines[i], " < ") && match(lines[i], /\([0-9,]+x\)/)) {
+          c = substr(lines[i], RSTART + 1, RLENGTH - 3); gsub(",", "", c); calls += c
+        }
+      }
+      if (own) { print calls; exit } }' "$1"
 }
 
 count_of() {  # FILE NAME -> the first inclusive count of NAME
   grep -F -- "$2" "$1" | head -n 1 | awk '{ gsub(",", "", $1); print $1 + 0 }'
 }
 
-header="| build |"
-rule="|---|"
+# Entry looks (poll_events calls) per round trip: timing moves their number,
+# so per-look costs compare builds better than per-round-trip ones.
+look_fn='vsock::sock::StreamSocket::poll_events(int, short, vsock::sock::Look) ['
+header="| build | entry looks |"
+rule="|---|---:|"
 for l in "${labels[@]}"; do header+=" $l |"; rule+="---:|"; done
 rows=()
 for build in "${builds[@]}"; do
   run_once "$build" "$iters_a" "$work/a.txt" && run_once "$build" "$iters_b" "$work/b.txt" || { rows+=("| $build | failed |"); continue; }
-  row="| $build |"
+  la=$(calls_of "$work/a.txt.tree" "$look_fn") lb=$(calls_of "$work/b.txt.tree" "$look_fn")
+  row="| $build | $(awk -v a="${la:-0}" -v b="${lb:-0}" -v d=$((iters_b - iters_a)) 'BEGIN { printf "%.1f", (b - a) / d }') |"
   for f in "${functions[@]}"; do
     a=$(count_of "$work/a.txt" "$f") b=$(count_of "$work/b.txt" "$f")
     row+=" $(( (${b:-0} - ${a:-0}) / (iters_b - iters_a) )) |"
@@ -85,5 +103,6 @@ echo "$rule"
 printf '%s\n' "${rows[@]}"
 echo
 echo "Instructions per 64 B round trip of the server (callgrind, inclusive; difference of runs of $iters_b and" \
-  "$iters_a round trips over $active connections taken in turn), vsock_idle_epoll server and client at $addr, both preloaded."
+  "$iters_a round trips over $active connections taken in turn), vsock_idle_epoll server and client at $addr, both preloaded." \
+  "Entry looks: calls of StreamSocket::poll_events per round trip (an awake entry asked once per look)."
 exit 0
