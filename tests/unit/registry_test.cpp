@@ -122,6 +122,14 @@ namespace {
 // Threads that create and close sockets while the main thread forks: every
 // child must be able to register a socket at once (no inherited held lock).
 TEST(Registry, ForkWhileOtherThreadsUseThePool) {
+#ifdef __SANITIZE_ADDRESS__
+  // GCC 12's ASan allocator keeps no lock across fork(): a child can inherit
+  // one of its size-class locks held by a churning thread and hang in its
+  // first allocation (seen: the child's first statistics block, about 1 run
+  // in 20). glibc's malloc is fork-safe, so the default and TSan builds run
+  // this test; under ASan it could only test the sanitizer.
+  GTEST_SKIP() << "ASan's allocator is not fork-safe with threads allocating (the default and TSan builds run this)";
+#endif
   std::atomic<bool> stop{false};
   std::vector<std::thread> churn;
   for (int t = 0; t < 2; ++t) {
