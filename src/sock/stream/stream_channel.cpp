@@ -558,9 +558,12 @@ Status StreamChannel::send_message(const void* data, size_t length) {
   if (data == nullptr || length == 0 || length > kControlMessageMax) return Status::fail(EINVAL);
   // Posting to a queue pair in RESET or INIT fails and would fail the
   // channel; the caller may have connected it itself (queue_pair()).
-  core::Result<ibv_qp_state> state = qp_.valid() ? qp_.state() : core::Result<ibv_qp_state>::fail(ENOTCONN);
-  if (!state) return Status::fail(state.error());
-  if (state.value() != IBV_QPS_RTS) return Status::fail(ENOTCONN);
+  if (!qp_ready_) {
+    core::Result<ibv_qp_state> state = qp_.valid() ? qp_.state() : core::Result<ibv_qp_state>::fail(ENOTCONN);
+    if (!state) return Status::fail(state.error());
+    if (state.value() != IBV_QPS_RTS) return Status::fail(ENOTCONN);
+    qp_ready_ = true;
+  }
   if (started_) {
     // Everything written so far goes before the message, held data too.
     pump_sends(true);

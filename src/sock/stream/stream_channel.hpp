@@ -408,6 +408,10 @@ class StreamChannel {
   // RingMoved (kGrowSlot, kMovedSlot past rq_depth); local write only.
   rdma::MemoryRegion message_buffer_;
   rdma::RcQueuePair qp_;
+  // send_message() saw the queue pair in RTS: it asks the device no more
+  // (a system call per control message). It leaves RTS only for ERROR,
+  // which the posts' completions report.
+  bool qp_ready_ = false;
 
   StreamConfig config_{};
   bool coalescing_ = false;  // set_coalescing(); starts as config_.autocork

@@ -49,6 +49,7 @@ core::Result<StreamChannel> StreamChannel::reuse(StreamChannel&& old) {
   fresh.send_buffer_ = std::move(old.send_buffer_);
   fresh.message_buffer_ = std::move(old.message_buffer_);
   fresh.qp_ = std::move(old.qp_);
+  fresh.qp_ready_ = old.qp_ready_;
   fresh.config_ = old.config_;
   fresh.inline_limit_ = old.inline_limit_;
   fresh.max_segment_ = old.max_segment_;

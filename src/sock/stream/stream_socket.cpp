@@ -213,7 +213,7 @@ void StreamSocket::send_bound() {
   if (!channel_ || !channel_->send_message(bytes, sizeof bytes)) apply(upgrade_.on(UpgradeEvent::kTransportError));
 }
 
-void StreamSocket::take_peer_messages() {
+void StreamSocket::take_peer_messages(int fd) {
   while (channel_ && !kernel_only() && channel_->has_message()) {
     uint8_t bytes[StreamChannel::kControlMessageMax];
     core::Result<size_t> length = channel_->take_message(bytes, sizeof bytes);
@@ -226,12 +226,12 @@ void StreamSocket::take_peer_messages() {
     } else if (revert) {
       take_peer_revert(bytes, length.value());
     } else {
-      take_peer_switch(bytes, length.value());
+      take_peer_switch(bytes, length.value(), fd);
     }
   }
 }
 
-void StreamSocket::take_peer_switch(const uint8_t* bytes, size_t length) {
+void StreamSocket::take_peer_switch(const uint8_t* bytes, size_t length, int fd) {
   if (peer_reverted_) {  // nothing comes after a Revert
     apply(upgrade_.on(UpgradeEvent::kProtocolError));
     return;
@@ -262,7 +262,7 @@ void StreamSocket::take_peer_switch(const uint8_t* bytes, size_t length) {
     // it there the Switch counts for nothing (check_token_locked).
     if (!reader_.on_switch(message.value().tcp_bytes, true))
       return refuse_switch_locked("a count TCP has already passed");
-    check_token_locked(-1);
+    check_token_locked(fd);
     return;
   }
   core::Result<bool> accepted = reader_.on_switch(message.value().tcp_bytes);
@@ -332,14 +332,14 @@ bool StreamSocket::peer_gone_unswitched() const {
          error_ == 0 && !kernel_only() && channel_->ring_written() == 0 && channel_->unposted_bytes() == 0;
 }
 
-void StreamSocket::advance() {
+void StreamSocket::advance(int fd) {
   if (!channel_ || kernel_only()) return;
   // A client's messages are the stream's once its channel is established:
   // before, on a parked channel, they answer its Attach (the engine's).
   if (channel_->has_message() && (upgrade_.role() == UpgradeRole::kServer || upgrade_.cm_established()))
-    take_peer_messages();
-  if (token_owed_) flush_token_locked();
-  if (reader_.token_due()) check_token_locked(-1);
+    take_peer_messages(fd);
+  if (token_owed_) flush_token_locked(fd);
+  if (reader_.token_due()) check_token_locked(fd);
   if (kernel_only()) return;
   // RDMA failed before the client's token came: whether the client's
   // direction was on the ring is for the token to say (§2).
@@ -425,10 +425,10 @@ bool StreamSocket::ring_may_grow_locked() const {
   return channel_ && !kernel_only() && channel_->started() && channel_->ring_may_grow();
 }
 
-void StreamSocket::progress_locked() {
+void StreamSocket::progress_locked(int fd) {
   if (!channel_ || kernel_only()) return;
   channel_->progress();
-  advance();
+  advance(fd);
 }
 
 int StreamSocket::take_error_locked() {
@@ -773,7 +773,7 @@ int StreamSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
     channel_->arm();
     // A completion already in the queue would not wake the fd.
     pending = channel_->progress().value() > 0;
-    if (pending) advance();
+    if (pending) advance(fd);
     // advance() may have left the socket to the kernel (fallback, or the
     // peer's Revert fully taken): no channel to watch then, and slice 0
     // makes the caller look again at once.
@@ -828,7 +828,7 @@ core::Result<bool> StreamSocket::wait(StreamLock& held, int fd, WaitFor what, in
                     SpinHistory::of_this_thread());
     for (;;) {
       if (channel->progress().value() > 0) {
-        advance();
+        advance(fd);
         return R::ok(true);
       }
       if (lock_waiters_.load(std::memory_order_relaxed) == 0) {
@@ -851,7 +851,7 @@ core::Result<bool> StreamSocket::wait(StreamLock& held, int fd, WaitFor what, in
     channel->arm();
     // A completion that came before the arm would not wake the fd.
     if (channel->progress().value() > 0) {
-      advance();
+      advance(fd);
       return R::ok(true);
     }
     channel_index = n;

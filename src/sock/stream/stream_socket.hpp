@@ -180,7 +180,11 @@ class StreamSocket final : public ManagedSocket {
   void apply(UpgradeAction action);
   // Takes in what the channel delivered (the peer's Switch) and sends our
   // own Switch when it is due. Called after every progress of the channel.
-  void advance();
+  // `fd`: the application's fd of the call under way (the socket's own
+  // until the call returns: the token's peek and write use it), or -1
+  // (the engine's thread, a call that has none): then they use a dup of
+  // the socket's own, checked by inode (three system calls).
+  void advance(int fd = -1);
   // Our direction is on the ring, the peer's still all on TCP.
   bool peer_never_switched() const;
   // The peer closed (its FIN came on the ring) and its side of the queue
@@ -199,8 +203,8 @@ class StreamSocket final : public ManagedSocket {
   // hold once the upgrade settled, the time is up or, with fd, the kernel
   // socket has an error).
   bool writes_held(int fd = -1);
-  // Polls the channel, then advance(): what a call on the socket does first.
-  void progress_locked();
+  // Polls the channel, then advance(fd): what a call on the socket does first.
+  void progress_locked(int fd = -1);
   // rdma_cm said the connection ended (DISCONNECTED) or failed.
   void on_transport_lost();
   // Draining after the last close: true once nothing is left to send (and,
@@ -391,8 +395,8 @@ class StreamSocket final : public ManagedSocket {
   // queue by now. Polls it; true if the Switch came (look again).
   bool switch_came_since_look_locked();
   // Client: writes the token on TCP once our Switch is delivered (non-
-  // blocking; true when nothing is owed any more).
-  bool flush_token_locked();
+  // blocking; true when nothing is owed any more). `fd` as for advance().
+  bool flush_token_locked(int fd = -1);
   // Client: waits until the token owed is on TCP (§2), or deadline_ms
   // (monotonic) passes: first for our Switch's delivery, then for room on
   // TCP. Before an urgent byte or a FIN (TCP's, which must come after it),
@@ -405,8 +409,8 @@ class StreamSocket final : public ManagedSocket {
   static constexpr int64_t kTokenBeforeTcpMs = 1000;
   static constexpr int kTokenPollSliceMs = 10;
   // Takes every message the channel holds: Bound, Switch, Revert.
-  void take_peer_messages();
-  void take_peer_switch(const uint8_t* bytes, size_t length);
+  void take_peer_messages(int fd = -1);
+  void take_peer_switch(const uint8_t* bytes, size_t length, int fd);
   // The peer's Revert (stream_socket_revert.cpp).
   void take_peer_revert(const uint8_t* bytes, size_t length);
   // RDMA failed under the switched connection (stream_socket_resume.cpp,

@@ -32,7 +32,7 @@ void raise_sigpipe() {
 core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count, int flags, bool progress) {
   using R = core::Result<size_t>;
   last_fd_ = fd;
-  if (progress) progress_locked();
+  if (progress) progress_locked(fd);
   // After a reset the kernel's send reports the error once, then EPIPE.
   if (error_locked() != 0) {
     int error = take_error_locked();
@@ -68,7 +68,7 @@ core::Result<size_t> StreamSocket::send_once(int fd, const iovec* iov, int count
   core::Result<size_t> written = channel_->write(iov, count);
   if (written) core::stat_transfer(core::Stat::rdma_bytes_sent, core::Stat::rdma_sends, written.value());
   if (!written && written.error() != EAGAIN) {
-    advance();
+    advance(fd);
     // RDMA failed and the connection went on over TCP: write there.
     if ((peer_reverted_ || peer_gone_unswitched()) && !kernel_only() && error_locked() == 0)
       return send_once(fd, iov, count, flags, false);
@@ -128,7 +128,7 @@ core::Result<size_t> StreamSocket::send(int fd, const iovec* iov, int count, int
       // Decide TCP or ring now, and keep the writer there for this call's
       // piece: send_once then does not progress (a Bound taken there would
       // switch the writer under the urgent byte).
-      progress_locked();
+      progress_locked(fd);
       if (!writer_.tcp_allowed()) {
         // Our token goes on TCP before the urgent byte (§2): the server
         // takes the token out of the stream, and a read past an urgent
@@ -205,7 +205,7 @@ core::Result<size_t> StreamSocket::recv_after_reset() {
 core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count, int flags, bool progress) {
   using R = core::Result<size_t>;
   last_fd_ = fd;
-  if (progress) progress_locked();
+  if (progress) progress_locked(fd);
   // After a reset the kernel still delivers what it had received, then the
   // error once, then end of stream.
   if (error_locked() != 0 && !(reader_.on_ring() && channel_ && channel_->readable_bytes() > 0))
@@ -303,7 +303,7 @@ core::Result<size_t> StreamSocket::recv_once(int fd, const iovec* iov, int count
     } else if (!read) {
       if (got > 0) return R::ok(got);
       if (read.error() != EAGAIN) {
-        advance();
+        advance(fd);
         // RDMA failed and the connection went on over TCP: read there.
         if (peer_reverted_ && !kernel_only() && error_locked() == 0 && reader_.ring_left() == 0)
           return recv_once(fd, iov, count, flags, false);
@@ -390,7 +390,7 @@ core::Result<bool> StreamSocket::shutdown(int fd, int how) {
   // The kernel socket is shut too: its errors (ENOTCONN, EINVAL) are the
   // answer, and a peer still reading TCP sees the end there.
   last_fd_ = fd;
-  if (!kernel_only()) progress_locked();
+  if (!kernel_only()) progress_locked(fd);
   if (!kernel_only() && resend_pending() && how != SHUT_RD) {
     // The kernel's FIN must come after the bytes a peer's Revert gave
     // back: shut the writing side once they are written.
@@ -431,7 +431,7 @@ core::Result<int> StreamSocket::readable_bytes(int fd) {
   claim_if_awaited(fd);
   using R = core::Result<int>;
   StreamLock held = lock_call();
-  progress_locked();
+  progress_locked(fd);
   if (resuming_ && reader_.tcp_again()) take_resume_record(fd);
   if (reader_.token_due()) check_token_locked(fd);
   int kernel = 0;
@@ -471,7 +471,7 @@ short StreamSocket::poll_events(int fd, short events, Look look) {
   last_look_.reusable = false;
   // Events of the completion channel a sleeper woke for (non-blocking).
   if (channel_ && !kernel_only()) note_wake_events_taken(channel_->drain_events().value_or(0));
-  progress_locked();
+  progress_locked(fd);
   if (resuming_ && reader_.tcp_again()) take_resume_record(fd);
   if (reader_.token_due()) check_token_locked(fd);
   bool look_again = false;

@@ -278,8 +278,9 @@ void StreamSocket::flush_resend_locked() {
 
 void StreamSocket::set_fd_hint(int fd) {
   fd_hint_ = fd;
+  // One kernel socket for the stream's whole life: its inode is asked once.
   struct stat st {};
-  if (::fstat(fd, &st) == 0) inode_ = st.st_ino;
+  if (inode_ == 0 && ::fstat(fd, &st) == 0) inode_ = st.st_ino;
 }
 
 int StreamSocket::dup_own_fd(int candidate) const {

@@ -92,7 +92,7 @@ bool StreamSocket::switch_came_since_look_locked() {
   return reader_.switch_known() || kernel_only();
 }
 
-bool StreamSocket::flush_token_locked() {
+bool StreamSocket::flush_token_locked(int fd) {
   if (!token_owed_) return true;
   if (!channel_ || kernel_only()) {
     token_owed_ = false;
@@ -104,22 +104,27 @@ bool StreamSocket::flush_token_locked() {
     if (channel_->error() != 0) token_owed_ = false;
     return !token_owed_;
   }
-  if (token_fd_ < 0) {
-    token_fd_ = dup_own_fd();  // ours: the application may close its fd first
+  // The call's own fd while it lasts; a dup of ours once the token must
+  // wait for room (the application may close its fd first).
+  if (token_fd_ < 0 && fd < 0) {
+    token_fd_ = dup_own_fd();
     if (token_fd_ < 0) return false;
   }
+  const int out = token_fd_ >= 0 ? token_fd_ : fd;
   while (token_sent_ < sizeof token_) {
-    ssize_t n = sys::real().send(token_fd_, token_ + token_sent_, sizeof token_ - token_sent_,
-                                 MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t n = sys::real().send(out, token_ + token_sent_, sizeof token_ - token_sent_, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n > 0) {
       token_sent_ += static_cast<size_t>(n);
       continue;
     }
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return false;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (token_fd_ < 0) token_fd_ = dup_own_fd(fd);
+      return false;
+    }
     break;  // the connection is gone: so is the need
   }
   token_owed_ = false;
-  sys::real().close(token_fd_);
+  if (token_fd_ >= 0) sys::real().close(token_fd_);
   token_fd_ = -1;
   return true;
 }
