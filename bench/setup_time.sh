@@ -20,7 +20,8 @@
 # Environment:
 #   VSOCK_SETUP_CONNS     connections per run (default 100)
 #   VSOCK_SETUP_ROUNDS    runs per column (default 3)
-#   VSOCK_SETUP_COLUMNS   (default "kernel libvsock"; "libvsock+VAR=VALUE" adds settings)
+#   VSOCK_SETUP_COLUMNS   (default "kernel libvsock"; "libvsock+VAR=VALUE" adds settings;
+#                         a path to another build's libvsock.so is a column of that library)
 #   VSOCK_UPGRADE_TIMEOUT_MS  for the libvsock column (default 2000: under
 #                         emulation a first upgrade can outlast the 200 ms
 #                         default, and one that times out caches the peer,
@@ -47,14 +48,16 @@ source "$source_dir/bench/bench_server.sh"
 trap 'bench_stop_server; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
-# column_env COLUMN WHO -> env assignments ("kernel", or "libvsock" with
-# optional "+VAR=VALUE" settings); WHO names the process's stats log.
+# column_env COLUMN WHO -> env assignments ("kernel", "libvsock" or the
+# path of another build's libvsock.so, with optional "+VAR=VALUE" settings);
+# WHO names the process's stats log.
 column_env() {
-  local name=${1%%+*} extra=""
+  local name=${1%%+*} extra="" lib=$libvsock
   [[ "$1" == *+* ]] && extra=${1#*+} && extra=${extra//+/ }
+  [[ "$name" == /*.so ]] && lib=$name
   case "$name" in
     kernel) echo "LD_PRELOAD= $extra" ;;
-    *) echo "LD_PRELOAD=$libvsock VSOCK_STATS=1 VSOCK_LOG_FILE=$work/$2.log VSOCK_UPGRADE_TIMEOUT_MS=$upgrade_ms $extra" ;;
+    *) echo "LD_PRELOAD=$lib VSOCK_STATS=1 VSOCK_LOG_FILE=$work/$2.log VSOCK_UPGRADE_TIMEOUT_MS=$upgrade_ms $extra" ;;
   esac
 }
 

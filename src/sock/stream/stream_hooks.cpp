@@ -222,8 +222,9 @@ void on_accepted(int fd, SocketState* listener, SocketState* accepted) {
     // first), the child's first use hands the connection back to TCP.
     const bool alone = !board->shared();
     stream->await_claim(std::move(board));
-    engine->on_accepted_unclaimed(fd, stream);
-    if (alone && stream->take_claim()) engine->claim(fd, stream);
+    const bool claim_now = alone && stream->take_claim();
+    engine->on_accepted_unclaimed(fd, stream, claim_now);
+    if (claim_now) engine->claim(fd, stream);
     return;
   }
   engine->on_accepted(key, fd, stream);

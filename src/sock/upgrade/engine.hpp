@@ -180,6 +180,10 @@ struct HeldRequest {
 // the sockets it claimed from listeners other processes own.
 struct Listener {
   int fd = -1;
+  // The TCP listener's address, once asked (tcp_listener_for): another fd
+  // it moves to (listener_moved) listens on the same.
+  wire::FamilyEndpoint bound{};
+  bool bound_known = false;
   bool rendezvous = false;
   rdma::CmListener cm;
   std::shared_ptr<RendezvousBoard> board;  // TCP listeners: may be null
@@ -241,7 +245,7 @@ class Engine final : public UpgradeEngine {
   void adopt_listeners(const std::vector<std::shared_ptr<RendezvousBoard>>& boards) override;
   void on_accepted(uint64_t key, int fd, StreamSocket* stream) override;
   void claim(int fd, StreamSocket* stream) override;
-  void on_accepted_unclaimed(int fd, StreamSocket* stream) override;
+  void on_accepted_unclaimed(int fd, StreamSocket* stream, bool claim_follows) override;
   void on_closed(StreamSocket* stream, bool drain) override;
   void finish_closing_at_exit(int64_t deadline_ms) override;
   void set_datagram_sink(const DatagramPathSink& sink) override;

@@ -44,7 +44,7 @@ void Engine::forget_unclaimed(StreamSocket* stream) {
   }
 }
 
-void Engine::on_accepted_unclaimed(int fd, StreamSocket* stream) {
+void Engine::on_accepted_unclaimed(int fd, StreamSocket* stream, bool claim_follows) {
   std::lock_guard<std::mutex> held(mu_);
   ++accepts_;
   Listener* listener = listener_of(stream->rendezvous().get());
@@ -59,8 +59,9 @@ void Engine::on_accepted_unclaimed(int fd, StreamSocket* stream) {
   stream->retain();
   unclaimed_.push_back(Unclaimed{stream, fd, core::monotonic_ms(), fork_generation(), accepts_});
   // The thread keeps this socket's claim time, and those accepted before
-  // may be due now.
-  wake();
+  // may be due now (a wake-up of that thread per accept, unless the claim
+  // comes at once: then there is no claim time to keep).
+  if (!claim_follows) wake();
 }
 
 // When the listener's process claims an unused socket itself: 50 ms after

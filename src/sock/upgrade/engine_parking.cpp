@@ -153,11 +153,15 @@ Listener* Engine::tcp_listener_for(const wire::UpgradeRequest& request) {
   wire::FamilyEndpoint server = wire::canonical_endpoint(request.family, request.server);
   for (auto& [key, listener] : listeners_) {
     if (listener->rendezvous || listener->fd < 0 || listener->closed_ms != 0) continue;
-    sockaddr_storage local{};
-    socklen_t length = sizeof local;
-    if (sys::real().getsockname(listener->fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) continue;
-    wire::FamilyEndpoint bound;
-    if (!endpoint_of(reinterpret_cast<const sockaddr*>(&local), length, &bound)) continue;
+    if (!listener->bound_known) {
+      // A listening socket cannot be bound again: asked once.
+      sockaddr_storage local{};
+      socklen_t length = sizeof local;
+      if (sys::real().getsockname(listener->fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) continue;
+      if (!endpoint_of(reinterpret_cast<const sockaddr*>(&local), length, &listener->bound)) continue;
+      listener->bound_known = true;
+    }
+    const wire::FamilyEndpoint& bound = listener->bound;
     if (bound.endpoint.port != server.endpoint.port) continue;
     static const uint8_t kAny[16] = {};
     const bool wildcard = std::memcmp(bound.endpoint.ip, kAny, sizeof kAny) == 0;
@@ -218,8 +222,9 @@ void Engine::on_attach(size_t index, const wire::UpgradeRequest& request) {
     case RequestVerdict::kPending:
       // accept() has not returned it yet: held until it does (the matcher
       // keeps the request), kAttachHoldMs at most.
+      // (This is the side band's thread: its next sleep keeps the hold's
+      // deadline, next_timeout_ms.)
       listener->attaches[handle] = Listener::HeldAttach{parked_.take(index), request, core::monotonic_ms()};
-      wake();
       return;
     case RequestVerdict::kMatched:
       break;

@@ -82,7 +82,8 @@ class UpgradeEngine {
   // unless it accepted another since), with no fork since, this process
   // claims it: a server that accepts and then waits (the client blocked in
   // connect() waits for the upgrade) is served as if nobody else could.
-  virtual void on_accepted_unclaimed(int fd, StreamSocket* stream) = 0;
+  // `claim_follows`: the caller claims it right away (claim()).
+  virtual void on_accepted_unclaimed(int fd, StreamSocket* stream, bool claim_follows) = 0;
 
   // Makes the side-band thread look at once (e.g. at the owner inbox a fork
   // just opened: owner_inbox.hpp, which it serves).
