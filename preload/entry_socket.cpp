@@ -70,7 +70,7 @@ int register_accepted(int listen_fd, int fd, int flags) {
   if (sock::SocketRef listener = sock::lookup_socket(listen_fd)) {
     // O_NONBLOCK as accept4's flags say (never the listener's); the
     // options are the listener's (the kernel copies them).
-    const uint8_t mode = sock::known_mode_when_made(flags, listener->known_mode.load() & sock::kModeNewSocket);
+    const uint8_t mode = sock::known_mode_when_made(flags, listener->known_mode.load() & sock::kModeInherited);
     sock::SocketRef accepted = preload::track_new_socket(fd, listener->domain, listener->type, listener->protocol,
                                                          sock::SocketRole::kAccepted, mode);
     if (accepted) sock::on_accepted(fd, listener.get(), accepted.get());

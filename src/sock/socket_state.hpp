@@ -32,10 +32,14 @@ inline constexpr uint8_t kModeFlagsKnown = 1;   // O_NONBLOCK is kModeNonblockin
 inline constexpr uint8_t kModeNonblocking = 2;
 inline constexpr uint8_t kModeTimeoutsZero = 4;  // SO_RCVTIMEO and SO_SNDTIMEO are 0
 inline constexpr uint8_t kModeLingerOff = 8;     // SO_LINGER is off (close() need not ask)
-inline constexpr uint8_t kModeStreamDefaults = 16;  // SO_RCVLOWAT 1, TCP_NODELAY off
-// What a socket() call makes, apart from O_NONBLOCK; and what an accepted
-// socket takes from its listener (the kernel copies the socket's options).
-inline constexpr uint8_t kModeNewSocket = kModeTimeoutsZero | kModeLingerOff | kModeStreamDefaults;
+inline constexpr uint8_t kModeRcvLowatOne = 16;    // SO_RCVLOWAT is 1
+inline constexpr uint8_t kModeNoDelayKnown = 32;   // TCP_NODELAY is kModeNoDelay (a
+inline constexpr uint8_t kModeNoDelay = 64;        // setsockopt tells its value)
+// What a socket() call makes, apart from O_NONBLOCK (TCP_NODELAY off).
+inline constexpr uint8_t kModeNewSocket = kModeTimeoutsZero | kModeLingerOff | kModeRcvLowatOne | kModeNoDelayKnown;
+// What an accepted socket takes from its listener (the kernel copies the
+// socket's options).
+inline constexpr uint8_t kModeInherited = kModeNewSocket | kModeNoDelay;
 // The known_mode of a socket made by a call with `sock_flags` (socket()'s
 // type, accept4()'s flags: SOCK_NONBLOCK) and those of `options` known.
 inline uint8_t known_mode_when_made(int sock_flags, uint8_t options) {
@@ -56,8 +60,10 @@ struct SocketState {
   // kMode* bits: set where the library saw the socket made (socket() with
   // its flags and the kernel's defaults; accept4() with its flags, the
   // listener's options), cleared by every change it sees (fcntl F_SETFL,
-  // FIONBIO, SO_RCVTIMEO / SO_SNDTIMEO, SO_LINGER, SO_RCVLOWAT,
-  // TCP_NODELAY). 0 for a socket it did not see made.
+  // FIONBIO, SO_RCVTIMEO / SO_SNDTIMEO, SO_LINGER, SO_RCVLOWAT), except
+  // TCP_NODELAY, whose new value a setsockopt says (two threads setting it
+  // at once may leave the other value here: Nagle's coalescing then
+  // follows it, nothing else). 0 for a socket it did not see made.
   std::atomic<uint8_t> known_mode{0};
   // A TCP listener that also listens in rdma_cm: its UpgradeEngine key.
   std::atomic<uint64_t> listen_key{0};

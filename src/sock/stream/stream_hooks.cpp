@@ -66,14 +66,17 @@ bool attach(SocketState* state, StreamSocket* stream) {
 // kernel socket (accept() copies them from the listener) unless the library
 // saw them stay at the kernel's defaults, which the stream starts with.
 void copy_kernel_options(int fd, const SocketState* state, StreamSocket* stream) {
-  if (state->known_mode.load() & kModeStreamDefaults) return;
-  int low_water = 1;
-  socklen_t len = sizeof low_water;
-  if (sys::real().getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &low_water, &len) == 0)
-    stream->set_receive_low_water(low_water);
-  int no_delay = 0;
-  len = sizeof no_delay;
-  if (sys::real().getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &no_delay, &len) == 0) stream->set_no_delay(no_delay != 0);
+  const uint8_t mode = state->known_mode.load();
+  if (!(mode & kModeRcvLowatOne)) {
+    int low_water = 1;
+    socklen_t len = sizeof low_water;
+    if (sys::real().getsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &low_water, &len) == 0)
+      stream->set_receive_low_water(low_water);
+  }
+  int no_delay = (mode & kModeNoDelay) ? 1 : 0;
+  socklen_t len = sizeof no_delay;
+  if ((mode & kModeNoDelayKnown) || sys::real().getsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &no_delay, &len) == 0)
+    stream->set_no_delay(no_delay != 0);
 }
 
 // Another live process — or another listening socket of this one — listens
@@ -250,8 +253,8 @@ bool is_timeout_option(int level, int name) {
 uint8_t known_mode_bit_of(int level, int name) {
   if (is_timeout_option(level, name)) return kModeTimeoutsZero;
   if (level == SOL_SOCKET && name == SO_LINGER) return kModeLingerOff;
-  if ((level == SOL_SOCKET && name == SO_RCVLOWAT) || (level == IPPROTO_TCP && name == TCP_NODELAY))
-    return kModeStreamDefaults;
+  if (level == SOL_SOCKET && name == SO_RCVLOWAT) return kModeRcvLowatOne;
+  if (level == IPPROTO_TCP && name == TCP_NODELAY) return kModeNoDelayKnown | kModeNoDelay;
   return 0;
 }
 
@@ -289,6 +292,13 @@ void on_unsupported_option(SocketState* state, int level, int name) {
 
 void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len) {
   state->known_mode.fetch_and(static_cast<uint8_t>(~known_mode_bit_of(level, name)));
+  // TCP_NODELAY's value is the one the kernel just took: known again (a
+  // socket connected later need not ask, copy_kernel_options).
+  if (level == IPPROTO_TCP && name == TCP_NODELAY && value != nullptr && len >= static_cast<socklen_t>(sizeof(int))) {
+    int on;
+    std::memcpy(&on, value, sizeof on);
+    state->known_mode.fetch_or(static_cast<uint8_t>(kModeNoDelayKnown | (on != 0 ? kModeNoDelay : 0)));
+  }
   dgram::DatagramSocket* datagram = state->datagram.load(std::memory_order_acquire);
   if (datagram != nullptr && is_timeout_option(level, name)) datagram->timeouts_changed();
   StreamSocket* stream = state->stream.load(std::memory_order_acquire);
