@@ -291,14 +291,15 @@ void on_unsupported_option(SocketState* state, int level, int name) {
 }
 
 void on_option_set(SocketState* state, int level, int name, const void* value, socklen_t len) {
+  // The option's int (SO_RCVLOWAT, TCP_NODELAY), read once.
+  const bool has_number = value != nullptr && len >= static_cast<socklen_t>(sizeof(int));
+  int number = 0;
+  if (has_number) std::memcpy(&number, value, sizeof number);
   state->known_mode.fetch_and(static_cast<uint8_t>(~known_mode_bit_of(level, name)));
   // TCP_NODELAY's value is the one the kernel just took: known again (a
   // socket connected later need not ask, copy_kernel_options).
-  if (level == IPPROTO_TCP && name == TCP_NODELAY && value != nullptr && len >= static_cast<socklen_t>(sizeof(int))) {
-    int on;
-    std::memcpy(&on, value, sizeof on);
-    state->known_mode.fetch_or(static_cast<uint8_t>(kModeNoDelayKnown | (on != 0 ? kModeNoDelay : 0)));
-  }
+  if (level == IPPROTO_TCP && name == TCP_NODELAY && has_number)
+    state->known_mode.fetch_or(static_cast<uint8_t>(kModeNoDelayKnown | (number != 0 ? kModeNoDelay : 0)));
   dgram::DatagramSocket* datagram = state->datagram.load(std::memory_order_acquire);
   if (datagram != nullptr && is_timeout_option(level, name)) datagram->timeouts_changed();
   StreamSocket* stream = state->stream.load(std::memory_order_acquire);
@@ -307,9 +308,7 @@ void on_option_set(SocketState* state, int level, int name, const void* value, s
     stream->timeouts_changed();
     return;
   }
-  if (value == nullptr || len < sizeof(int)) return;
-  int number;
-  std::memcpy(&number, value, sizeof number);
+  if (!has_number) return;
   if (level == SOL_SOCKET && name == SO_RCVLOWAT) stream->set_receive_low_water(number);
   if (level == IPPROTO_TCP && name == TCP_NODELAY) {
     sys::ReentryGuard guard;  // turning Nagle off posts held data (libibverbs)
