@@ -10,6 +10,7 @@
 #include "core/log.hpp"
 #include "rdma/fork_guard.hpp"
 #include "rdma/status.hpp"
+#include "rdma/verbs_provider.hpp"
 
 namespace vsock::rdma {
 namespace {
@@ -133,6 +134,8 @@ core::Result<Device> Device::open(const std::string& name, int gid_index) {
   if (!fork_safe) return R::fail(fork_safe.error());
 
   ForkGuard no_fork_now;  // the device list and open take process-wide locks
+  // The device's provider first, so that libibverbs loads no other.
+  preload_verbs_providers(name);
   int count = 0;
   ibv_device** list = ibv_get_device_list(&count);
   if (list == nullptr) {
