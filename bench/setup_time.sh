@@ -91,8 +91,35 @@ run_one() {
 }
 
 
+# cm_one: one rdma_cm connection between two fresh rdmacm-utils `cmtime`
+# processes (server vCPU 0, client vCPU 1), what rdma_cm alone costs a
+# program's first connection: the client's µs for resolving the address
+# and the route, creating the QP, and connecting (REQ, REP, RTU: the
+# server's accept included).
+cm_one() {
+  local port=$((20000 + RANDOM % 20000)) out=$work/cmtime.out
+  timeout -k 5 60 taskset -c 0 cmtime -b "$addr" -p "$port" -c 1 >/dev/null 2>&1 &
+  local server=$! tries
+  for ((tries = 0; tries < 50; tries++)); do
+    timeout -k 5 60 taskset -c 1 cmtime -s "$addr" -p "$port" -c 1 >"$out" 2>&1 && break
+    sleep 0.1  # the server's listener is not there yet
+  done
+  wait "$server"
+  awk -F: '{ step = $1; gsub(/ +$/, "", step); split($2, f, " ") }
+    step == "resolve addr" || step == "resolve route" || step == "create qp" || step == "connect" { us[step] = f[4] }
+    END { if (length(us) == 4) printf "cm_us=%.1f cm_connect_us=%.1f\n",
+            us["resolve addr"] + us["resolve route"] + us["create qp"] + us["connect"], us["connect"] }' "$out"
+}
+
 raw=$work/raw.txt
 bench_rounds setup_time.sh "$rounds" "$raw" "${columns[@]}"
+cm_raw=$work/cm.txt
+if command -v cmtime >/dev/null; then
+  for ((round = 0; round < rounds; round++)); do
+    line=$(cm_one) && echo "$line" >>"$cm_raw"
+    echo "setup_time.sh: round $((round + 1)) rdma_cm (cmtime): ${line:-FAILED}" >&2
+  done
+fi
 
 kernel_p50=$(grep '^column=kernel ' "$raw" | field p50_us | median)
 kernel_first=$(grep '^column=kernel ' "$raw" | field first_us | median)
@@ -115,5 +142,19 @@ echo "$conns connections per run (socket, connect, 64 B request and answer, clos
   "rdma_bytes_sent / (rdma_bytes_sent + tcp_bytes_sent), the Hello and the request of every connection." \
   "connect / exchange / close: medians of the runs' p50 of each part of a later connection (socket() to the Hello" \
   "written, the request and its answer, close())."
+if [ -s "$cm_raw" ]; then
+  cm=$(sed 's/^/x /' "$cm_raw" | field cm_us | median) cm_connect=$(sed 's/^/x /' "$cm_raw" | field cm_connect_us | median)
+  echo
+  echo "rdma_cm alone (rdmacm-utils cmtime, one connection between fresh processes, server vCPU 0, client vCPU 1," \
+    "median of $rounds): $cm µs to resolve the address and the route, create the QP and connect; the connect" \
+    "(REQ, REP, RTU) $cm_connect µs. Issue 10's first-connection target, first ≤ 2 × kernel first + one rdma_cm" \
+    "connection ($(awk -v k="$kernel_first" -v c="$cm" 'BEGIN { printf "%.1f", 2 * k + c }') µs here):"
+  for c in "${columns[@]}"; do
+    [ "$c" = kernel ] && continue
+    first=$(grep "^column=$c " "$raw" | field first_us | median)
+    echo "$c first / target: $(awk -v f="$first" -v k="$kernel_first" -v c="$cm" \
+      'BEGIN { if (f != "-" && 2 * k + c > 0) printf "%.2f", f / (2 * k + c); else print "-" }')"
+  done
+fi
 [ -s "$work/errors" ] && { echo; echo "errors:"; sort "$work/errors" | uniq -c | sort -rn | head -n 5; }
 exit 0
