@@ -10,6 +10,7 @@
 #include "core/log.hpp"
 #include "rdma/fork_guard.hpp"
 #include "rdma/status.hpp"
+#include "rdma/verbs_loader.hpp"
 #include "rdma/verbs_provider.hpp"
 
 namespace vsock::rdma {
@@ -130,6 +131,7 @@ int Device::select_port(int gid_index) {
 
 core::Result<Device> Device::open(const std::string& name, int gid_index) {
   using R = core::Result<Device>;
+  if (!load_verbs()) return R::fail(ENODEV);  // logged where it failed
   Status fork_safe = ensure_fork_safety();
   if (!fork_safe) return R::fail(fork_safe.error());
 

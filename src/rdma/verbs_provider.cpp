@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <infiniband/verbs.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -47,10 +46,16 @@ bool read_small(const char* path, char* out, size_t size) {
 }
 
 // libibverbs' provider directory: "libibverbs" beside the libibverbs
-// this process runs (where it looks first, VERBS_PROVIDER_DIR).
+// this process runs (where it looks first, VERBS_PROVIDER_DIR). Asked of
+// the loaded library itself (libvsock.so loads it at run time:
+// verbs_loader.hpp).
 std::string provider_directory() {
+  void* verbs = ::dlopen("libibverbs.so.1", RTLD_LAZY | RTLD_NOLOAD);
+  if (verbs == nullptr) return {};
+  void* function = ::dlsym(verbs, "ibv_get_device_list");
+  ::dlclose(verbs);  // only the reference NOLOAD took
   Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&ibv_get_device_list), &info) == 0 || info.dli_fname == nullptr) return {};
+  if (function == nullptr || dladdr(function, &info) == 0 || info.dli_fname == nullptr) return {};
   std::string path = info.dli_fname;
   size_t slash = path.rfind('/');
   if (slash == std::string::npos) return {};
