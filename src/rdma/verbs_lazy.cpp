@@ -58,6 +58,8 @@
   X(int, ibv_query_port, kVerbs, "IBVERBS_1.1", (ibv_context * a, uint8_t b, _compat_ibv_port_attr* c), (a, b, c))  \
   X(int, ibv_query_qp, kVerbs, "IBVERBS_1.1", (ibv_qp * a, ibv_qp_attr* b, int c, ibv_qp_init_attr* d),             \
     (a, b, c, d))                                                                                                   \
+  /* ibv_reg_mr: what verbs.h's macro of that name calls when not optimised */                                  \
+  X(ibv_mr*, ibv_reg_mr, kVerbs, "IBVERBS_1.1", (ibv_pd * a, void* b, size_t c, int d), (a, b, c, d))               \
   X(ibv_mr*, ibv_reg_mr_iova2, kVerbs, "IBVERBS_1.8", (ibv_pd * a, void* b, size_t c, uint64_t d, unsigned int e),  \
     (a, b, c, d, e))                                                                                                \
   X(const char*, ibv_wc_status_str, kVerbs, "IBVERBS_1.1", (ibv_wc_status a), (a))                                  \
