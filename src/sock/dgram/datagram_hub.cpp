@@ -151,6 +151,12 @@ int DatagramHub::progress() {
   return taken;
 }
 
+void DatagramHub::after_event_taken() {
+  if (sleepers_.load(std::memory_order_seq_cst) <= 0) return;
+  endpoint_->arm();
+  progress();
+}
+
 bool DatagramHub::finish_sends(int timeout_ms) {
   if (!self_handle_) {
     ibv_ah_attr attr{};

@@ -89,6 +89,17 @@ class DatagramHub {
   // messages were taken.
   int progress();
 
+  // The threads asleep on the endpoint's completion channel (a blocking
+  // receive, a poll or epoll sleep). Its one event is taken by one of
+  // them, which may not be the one the arrival is for: the taker, when
+  // others sleep, arms the CQ again and takes what came, so each socket's
+  // sleeper is woken through its SleeperWake and the next arrival raises
+  // an event again (sleeper_wake.hpp).
+  void sleeper_in() { sleepers_.fetch_add(1, std::memory_order_seq_cst); }
+  void sleeper_out() { sleepers_.fetch_sub(1, std::memory_order_seq_cst); }
+  // After taking the channel's event (the caller no longer counted).
+  void after_event_taken();
+
   // A multicast datagram from another process (`source`, whose key is
   // `key`) teaches the way back to its sender's socket, as a unicast one
   // does, so the receivers' unicast answers go over UD without a
@@ -182,6 +193,7 @@ class DatagramHub {
   static constexpr size_t kMaxDeparted = 4096;
   std::set<uint64_t> departed_;
   std::atomic<uint64_t> next_cookie_{0};
+  std::atomic<int> sleepers_{0};
   // finish_sends()'s fence: its cookie and the address handle to this host.
   std::atomic<uint64_t> fence_cookie_{0};
   std::unique_ptr<rdma::AddressHandle> self_handle_;

@@ -36,9 +36,13 @@ constexpr int kUdSendFlags = MSG_DONTWAIT | MSG_NOSIGNAL | MSG_CONFIRM;
 // MSG_TRUNC, MSG_DONTWAIT; MSG_NOSIGNAL, MSG_WAITALL, MSG_CMSG_CLOEXEC,
 // which mean nothing more on UDP) is served from both paths.
 constexpr int kKernelOnlyReceiveFlags = MSG_ERRQUEUE | MSG_OOB;
-// How long a sleep lasts at most before looking again (the UD side may be
-// attached meanwhile by another thread's send).
+// How long a sleep lasts at most before looking again, where nothing else
+// would wake it: a socket not attached to UD yet (another thread's send
+// may attach it), or one that could get no wake-up fd (sleeper_wake.hpp).
 constexpr int kSleepSliceMs = 100;
+// The hub this thread counted itself a sleeper of in wake_fds() (a poll or
+// epoll sleep), until its next look (poll_events).
+thread_local DatagramHub* t_sleeping_on = nullptr;
 // The budget until the kernel socket's SO_RCVBUF is read (at attach):
 // Linux's default rmem.
 constexpr size_t kDefaultReceiveBudget = 212992;
@@ -113,6 +117,7 @@ void DatagramSocket::attach_locked(int fd) {
   hub_ = hub;
   retain();
   hub->attach(cookie_, this);
+  wake_.signal();  // a sleeper that had no UD side to watch looks again
 }
 
 void DatagramSocket::on_bound(int fd, const sockaddr* local, socklen_t length) {
@@ -161,6 +166,7 @@ void DatagramSocket::detach(bool closing) {
       note_route_changed();
     }
   }
+  wake_.signal();  // its sleepers no longer watch the UD side
   if (hub == nullptr) {
     // It left UD before (its cookie is remembered as departed): closed now.
     if (closing) {
@@ -186,6 +192,7 @@ void DatagramSocket::on_unreachable(const PathKey& from) {
   if (!connected_ || !(from == peer_key_)) return;  // an unconnected socket is not told, as with ICMP
   pending_error_.store(ECONNREFUSED, std::memory_order_release);
   activity_.fetch_add(1, std::memory_order_acq_rel);
+  wake_.signal();
 }
 
 void DatagramSocket::leave_ud() { detach(false); }
@@ -247,6 +254,7 @@ bool DatagramSocket::deliver(const sockaddr_storage& source, socklen_t source_le
   ud_bytes_received_ += length;
   core::stat_add(core::Stat::udp_ud_receives);  // an empty datagram is one too
   core::stat_add(core::Stat::udp_ud_bytes_received, length);
+  wake_.signal();
   return true;
 }
 
@@ -560,28 +568,47 @@ core::Result<bool> DatagramSocket::wait_readable(int fd, int64_t deadline_ms) {
           sys::real().ppoll(&kernel, 1, &now, nullptr) > 0)
         return R::ok(true);
     } while (spin.next());
-    hub->endpoint().arm();
-    if (hub->progress() > 0 || queued_.load(std::memory_order_acquire) > 0) return R::ok(true);
   }
-  pollfd fds[2] = {{fd, POLLIN, 0}, {hub != nullptr ? hub->endpoint().completion_fd() : -1, POLLIN, 0}};
-  int slice = kSleepSliceMs;
+  // Attached: the sleep watches the socket's own wake-up too (another
+  // thread may take the arrival meant for it) and needs no slice.
+  const int wake_fd = hub != nullptr ? wake_.prepare() : -1;
+  if (hub != nullptr) {
+    hub->sleeper_in();
+    hub->endpoint().arm();
+    if (hub->progress() > 0 || queued_.load(std::memory_order_acquire) > 0) {
+      hub->sleeper_out();
+      return R::ok(true);
+    }
+  }
+  pollfd fds[3] = {{fd, POLLIN, 0},
+                   {hub != nullptr ? hub->endpoint().completion_fd() : -1, POLLIN, 0},
+                   {wake_fd, POLLIN, 0}};
+  // Unattached (another thread's send may attach it) or without a wake-up
+  // fd: slices, as the only way to notice.
+  int slice = wake_fd >= 0 ? -1 : kSleepSliceMs;
   if (deadline_ms >= 0) {
     int64_t left = deadline_ms - core::monotonic_ms();
     if (left <= 0) {
+      if (hub != nullptr) hub->sleeper_out();
       // The spin may have left a quiet kernel socket out: it has the last word.
       if (sys::real().ppoll(&kernel, 1, &now, nullptr) > 0) return R::ok(true);
       return R::fail(EAGAIN);
     }
-    if (left < slice) slice = static_cast<int>(left);
+    if (slice < 0 || left < slice) slice = static_cast<int>(left);
   }
   core::stat_add(core::Stat::wait_sleeps);
-  int rc = sys::real().poll(fds, hub != nullptr ? 2 : 1, slice);
-  if (rc < 0 && errno == EINTR) {
+  int rc = sys::real().poll(fds, hub == nullptr ? 1 : wake_fd >= 0 ? 3 : 2, slice);
+  int saved = errno;
+  if (hub != nullptr) {
+    hub->sleeper_out();
+    if ((fds[1].revents & POLLIN) && hub->endpoint().take_event() > 0) hub->after_event_taken();
+    if (wake_fd >= 0) wake_.consume();
+  }
+  if (rc < 0 && saved == EINTR) {
     // As the kernel: restarted after SA_RESTART handlers unless a timeout is set.
     if (deadline_ms < 0 && handlers_restart_calls()) return R::ok(false);
     return R::fail(EINTR);
   }
-  if (hub != nullptr && (fds[1].revents & POLLIN)) hub->endpoint().take_event();
   return R::ok(rc > 0);
 }
 
@@ -708,8 +735,15 @@ bool DatagramSocket::asks_kernel(short events, Look look, bool ud_readable) {
 
 short DatagramSocket::poll_events(int fd, short events, Look look) {
   if (DatagramHub* hub = DatagramHub::running()) {
-    hub->endpoint().drain_events();  // what a sleeper woke for (no system call if nothing armed)
+    // This thread's sleep (wake_fds) is over: it no longer counts.
+    if (t_sleeping_on == hub) {
+      hub->sleeper_out();
+      t_sleeping_on = nullptr;
+    }
+    // What a sleeper woke for (no system call if nothing armed).
+    if (hub->endpoint().drain_events() > 0) hub->after_event_taken();
     hub->progress();
+    wake_.consume();
   }
   const bool ud_readable = (events & POLLIN) && queued_.load(std::memory_order_acquire) > 0;
   short revents = 0;
@@ -743,13 +777,21 @@ int DatagramSocket::wake_fds(int fd, short events, pollfd* out, int* slice_ms) {
   out[count++] = pollfd{fd, events, 0};
   DatagramHub* hub = DatagramHub::running();
   if (hub != nullptr && (events & POLLIN)) {
+    // The completion fd is shared by every datagram socket: its event may
+    // be taken by another waiter, which then wakes this one through its
+    // own fd (sleeper_wake.hpp); without one, it looks again now and then.
+    const int wake_fd = wake_.prepare();
+    if (t_sleeping_on != hub) {  // (another hub: the parent's, in a fork child)
+      hub->sleeper_in();
+      t_sleeping_on = hub;
+    }
     hub->endpoint().arm();
     // What came before the arm raises no event: look once more.
     hub->progress();
     out[count++] = pollfd{hub->endpoint().completion_fd(), POLLIN, 0};
-    // The completion fd is shared by every datagram socket: its event may
-    // be taken by another waiter, so this one looks again now and then.
-    *slice_ms = queued_.load(std::memory_order_acquire) > 0 ? 0 : kSleepSliceMs;
+    if (wake_fd >= 0) out[count++] = pollfd{wake_fd, POLLIN, 0};
+    const bool queued = queued_.load(std::memory_order_acquire) > 0;
+    *slice_ms = queued ? 0 : wake_fd >= 0 ? -1 : kSleepSliceMs;
   }
   return count;
 }

@@ -44,6 +44,7 @@
 #include "sock/dgram/path_cache.hpp"
 #include "sock/dgram/receive_controls.hpp"
 #include "sock/dgram/receive_queue.hpp"
+#include "sock/dgram/sleeper_wake.hpp"
 #include "sock/dgram/ud_endpoint.hpp"
 #include "sock/managed_socket.hpp"
 
@@ -254,6 +255,9 @@ class DatagramSocket final : public ManagedSocket {
   static constexpr size_t kMaxPeers = 32;
   std::vector<PathKey> peers_;
   std::atomic<int> pending_error_{0};  // ECONNREFUSED after an UNREACH
+  // Wakes this socket's sleepers when the hub queues for it (a datagram,
+  // an error, a change of route), whichever thread took the arrival.
+  SleeperWake wake_;
   ReceiveQueue queue_;
 };
 

@@ -27,9 +27,10 @@
 // back to ticking when one is; it never consumes that event, which is the
 // application's sleepers' to take. A stale event that no sleeper took (the
 // application polls without sleeping) is drained by the thread only when
-// no thread has armed the CQ for kArmQuietMs: a sleeper re-arms at least
-// every sleep slice (100 ms), so none can be between its arm and its
-// sleep then.
+// no thread has armed the CQ for kArmQuietMs; should a sleeper still be
+// waiting on it (sleeps have no slice), the thread arms again and takes
+// what came at once, and each arrival wakes its socket's sleeper through
+// the socket's own fd (sleeper_wake.hpp).
 //
 // fork(): the thread finishes its tick before the fork (pthread_atfork), so
 // no socket lock it takes is copied held into the child; the child has no

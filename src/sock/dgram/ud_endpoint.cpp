@@ -421,19 +421,21 @@ rdma::Status UdEndpoint::arm_for_watcher() {
   return armed;
 }
 
-void UdEndpoint::drain_events() {
+int UdEndpoint::drain_events() {
   // A stale false only leaves an event for the next sleeper, which arms
   // first and so wakes at once and drains it (completion_queue.hpp).
-  if (!maybe_event_.load(std::memory_order_acquire)) return;
+  if (!maybe_event_.load(std::memory_order_acquire)) return 0;
   std::lock_guard<std::mutex> lock(mu_);
-  receive_cq_.drain_events();
+  core::Result<int> drained = receive_cq_.drain_events();
   maybe_event_.store(receive_cq_.maybe_event(), std::memory_order_release);
+  return drained ? drained.value() : 0;
 }
 
-void UdEndpoint::take_event() {
+int UdEndpoint::take_event() {
   std::lock_guard<std::mutex> lock(mu_);
-  receive_cq_.take_event();
+  core::Result<int> taken = receive_cq_.take_event();
   maybe_event_.store(receive_cq_.maybe_event(), std::memory_order_release);
+  return taken ? taken.value() : 0;
 }
 
 bool UdEndpoint::channel_readable() const {

@@ -156,8 +156,9 @@ class UdEndpoint {
   // arm() for a watcher that never takes an event a sleeper may need (the
   // receive progress thread): not counted in last_arm_ms().
   rdma::Status arm_for_watcher();
-  void take_event();
-  void drain_events();
+  // Each returns how many events it took (0: none, or another thread's).
+  int take_event();
+  int drain_events();
 
   UdEndpointCounters counters() const;
   // How many poll() calls have taken at least one completion so far, and
