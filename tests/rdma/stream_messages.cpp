@@ -186,7 +186,13 @@ int case_ordered(int fd, const rdma::Device& device, int role) {
     core::Result<size_t> n = ch.write(data.data() + i * kPiece, kPiece);
     CHECK(n && n.value() == kPiece);
   }
-  CHECK(ch.counters().corked > 0);  // held back: send_message must post it first
+  // Normally held back (autocork, the first piece's completion pending):
+  // send_message must post it first. On a loaded host that completion can
+  // be back before the second write, and nothing is held: the order below
+  // is still checked, trivially kept.
+  if (ch.counters().corked == 0)
+    printf("%s: ordered (role %d): autocork held nothing this time (the first completion came back first)\n",
+           kProgram, role);
   CHECK(ch.send_message(message, kMax));
   CHECK(write_all(ch, data.data() + kBefore * kPiece, kAfter * kPiece, deadline));
 
