@@ -1,12 +1,13 @@
 #include "core/config.hpp"
 
-#include <fcntl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <mutex>
+
+#include "core/small_file.hpp"
 
 namespace vsock::core {
 namespace {
@@ -152,18 +153,6 @@ Config build_config(EnvLookup env, const char* file_name, const std::string* fil
 }
 
 namespace {
-
-// Reads a whole (small) file with raw system calls: read() is interposed.
-bool read_small_file(const char* path, std::string* out) {
-  long fd = ::syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[4096];
-  long n;
-  while ((n = ::syscall(SYS_read, fd, buf, sizeof buf)) > 0 && out->size() < (1u << 20))
-    out->append(buf, static_cast<size_t>(n));
-  ::syscall(SYS_close, fd);
-  return n >= 0;
-}
 
 const char* real_getenv(const char* name) { return std::getenv(name); }
 

@@ -2,15 +2,16 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "core/log.hpp"
+#include "core/small_file.hpp"
 
 namespace vsock::rdma {
 namespace {
@@ -33,17 +34,6 @@ constexpr ParentDriver kParentDrivers[] = {
     {"hfi1", "hfi1verbs"}, {"ib_qib", "ipathverbs"}, {"vmw_pvrdma", "vmw_pvrdma"},
     {"ib_mthca", "mthca"}, {"be2net", "ocrdma"},
 };
-
-// Reads a small sysfs file into `out` (NUL-terminated); false if absent.
-bool read_small(const char* path, char* out, size_t size) {
-  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  ssize_t got = ::read(fd, out, size - 1);
-  ::close(fd);
-  if (got <= 0) return false;
-  out[got] = '\0';
-  return true;
-}
 
 // libibverbs' provider directory: "libibverbs" beside the libibverbs
 // this process runs (where it looks first, VERBS_PROVIDER_DIR). Asked of
@@ -110,16 +100,15 @@ VerbsDeviceFacts read_device_facts(const std::string& name) {
     facts.parent_driver = base != nullptr ? base + 1 : target;
   }
   std::snprintf(path, sizeof path, "%s/%s/node_type", kSysfsClass, name.c_str());
-  char text[64];
-  if (read_small(path, text, sizeof text)) facts.node_type = std::atoi(text);
+  std::string text;
+  if (core::read_small_file(path, &text)) facts.node_type = std::atoi(text.c_str());
   return facts;
 }
 
-std::vector<std::string> preload_verbs_providers(const std::string& only) {
-  std::vector<std::string> loaded;
-  if (g_preloaded.exchange(true)) return loaded;
+void preload_verbs_providers(const std::string& only) {
+  if (g_preloaded.exchange(true)) return;
   DIR* devices = ::opendir(kSysfsClass);
-  if (devices == nullptr) return loaded;
+  if (devices == nullptr) return;
   std::vector<std::string> wanted;
   for (int seen = 0; seen < kMaxDevices; ++seen) {
     dirent* device = ::readdir(devices);
@@ -136,20 +125,18 @@ std::vector<std::string> preload_verbs_providers(const std::string& only) {
     if (!listed) wanted.push_back(provider);
   }
   ::closedir(devices);
-  if (wanted.empty()) return loaded;
+  if (wanted.empty()) return;
   const std::string directory = provider_directory();
   for (const std::string& provider : wanted) {
     std::string file = provider_file(directory, provider);
     // Never closed: libibverbs keeps what it registers for the process's life.
     if (!file.empty() && ::dlopen(file.c_str(), RTLD_NOW) != nullptr) {
-      loaded.push_back(provider);
       VSOCK_LOG(kDebug, "rdma: provider %s loaded (%s)", provider.c_str(), file.c_str());
     } else {
       VSOCK_LOG(kDebug, "rdma: provider %s not loaded from %s: %s", provider.c_str(), directory.c_str(),
                 file.empty() ? "no such file" : dlerror());
     }
   }
-  return loaded;
 }
 
 }  // namespace vsock::rdma

@@ -17,7 +17,6 @@
 // this. librdmacm's own device list profits too: it asks libibverbs.
 #pragma once
 #include <string>
-#include <vector>
 
 namespace vsock::rdma {
 
@@ -41,8 +40,8 @@ VerbsDeviceFacts read_device_facts(const std::string& name);
 
 // Loads, once per process and before the first device list, the provider of
 // the device called `only` (every device in sysfs when empty) from
-// libibverbs' provider directory (next to libibverbs itself). Returns the
-// names of the providers it loaded (for tests and the debug log).
-std::vector<std::string> preload_verbs_providers(const std::string& only);
+// libibverbs' provider directory (next to libibverbs itself); what it
+// loaded, or why not, goes to the debug log.
+void preload_verbs_providers(const std::string& only);
 
 }  // namespace vsock::rdma

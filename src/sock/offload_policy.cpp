@@ -1,7 +1,6 @@
 #include "sock/offload_policy.hpp"
 
 #include <dirent.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 
 #include "core/config.hpp"
 #include "core/log.hpp"
+#include "core/small_file.hpp"
 #include "core/stats.hpp"
 #include "rdma/device.hpp"
 #include "sys/reentry_guard.hpp"
@@ -71,12 +71,9 @@ bool look_for_active_port() {
     for (int port = 1; !found && port <= 4; ++port) {
       char path[512];
       std::snprintf(path, sizeof path, "/sys/class/infiniband/%s/ports/%d/state", device->d_name, port);
-      int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-      if (fd < 0) break;
-      char state[32] = {};
-      ssize_t got = ::read(fd, state, sizeof state - 1);
-      ::close(fd);
-      found = got > 0 && std::strstr(state, "ACTIVE") != nullptr;
+      std::string state;
+      if (!core::read_small_file(path, &state)) break;
+      found = state.find("ACTIVE") != std::string::npos;
     }
   }
   ::closedir(devices);

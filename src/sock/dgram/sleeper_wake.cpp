@@ -44,7 +44,8 @@ void SleeperWake::signal() {
 }
 
 void SleeperWake::consume() {
-  if (!written_.exchange(false, std::memory_order_acq_rel)) return;
+  // Every look calls this: no read-modify-write unless a signal came.
+  if (!written_.load(std::memory_order_acquire) || !written_.exchange(false, std::memory_order_acq_rel)) return;
   int fd = fd_.load(std::memory_order_acquire);
   uint64_t count = 0;
   if (fd >= 0) (void)!sys::real().read(fd, &count, sizeof count);
